@@ -1,0 +1,363 @@
+"""Kubernetes manifests: everything in deploy/ and everything `rdmatopo k8s` generates
+for every fixture validates offline against the Kubernetes API schema
+(kubernetes-validate, strict: unknown fields fail), and against each device plugin's own
+documented rules (research: ecosystem.md C.1-C.3).
+
+Run from the repository root after `cargo build -p rdmatopo`:
+    .venv/bin/python -m pytest deploy/tests
+RDMATOPO_BIN overrides the binary (default target/debug/rdmatopo).
+"""
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import kubernetes_validate
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+FIXTURES = sorted(p.name for p in (REPO / "fixtures").iterdir() if (p / "root").is_dir())
+BIN = pathlib.Path(os.environ.get("RDMATOPO_BIN", REPO / "target" / "debug" / "rdmatopo"))
+# recursiveReadOnly (deploy/daemonset.yaml) is in the API from 1.30; 1.31 is the first
+# release where it is on by default, 1.37 the newest schema bundled.
+K8S_VERSIONS = ["1.31.0", "1.37.0"]
+
+EXIT_COULD_NOT_RUN = 3
+
+
+def validate(doc):
+    for v in K8S_VERSIONS:
+        kubernetes_validate.validate(doc, v, strict=True)
+
+
+def rdmatopo(*args):
+    if not BIN.exists():
+        pytest.fail(f"{BIN} is missing: run `cargo build -p rdmatopo` first")
+    env = {k: v for k, v in os.environ.items() if k != "RDMATOPO_ROOT"}
+    return subprocess.run([str(BIN), *map(str, args)], capture_output=True, text=True, env=env)
+
+
+def root(fixture):
+    return REPO / "fixtures" / fixture / "root"
+
+
+# ---------------------------------------------------------------------------------
+# Plugin rules
+# ---------------------------------------------------------------------------------
+
+SHARED_NAME = re.compile(r"^[a-zA-Z0-9_]+$")
+SRIOV_NAME_CODE = re.compile(r"^[a-zA-Z0-9_-]+$")
+SELECTOR_KEYS = {"vendors", "deviceIDs", "drivers", "ifNames", "linkTypes"}
+
+
+def check_shared_dev_plugin(cfg):
+    """k8s-rdma-shared-dev-plugin `ValidateConfigs` (pkg/utils, README)."""
+    assert set(cfg) <= {"periodicUpdateInterval", "configList"}, cfg.keys()
+    if "periodicUpdateInterval" in cfg:
+        assert isinstance(cfg["periodicUpdateInterval"], int) and cfg["periodicUpdateInterval"] >= 0
+    entries = cfg["configList"]
+    assert isinstance(entries, list) and entries, "configList must not be empty"
+    names = set()
+    for e in entries:
+        name = e["resourceName"]
+        assert SHARED_NAME.match(name), f"resourceName {name!r} breaks ^[a-zA-Z0-9_]+$"
+        assert name not in names, f"resourceName {name!r} repeats"
+        names.add(name)
+        assert isinstance(e["rdmaHcaMax"], int) and e["rdmaHcaMax"] >= 0
+        has_selectors = bool(e.get("selectors"))
+        has_devices = bool(e.get("devices"))
+        assert has_selectors != has_devices, f"{name}: exactly one of selectors and devices"
+        if has_selectors:
+            assert set(e["selectors"]) <= SELECTOR_KEYS, e["selectors"].keys()
+            assert any(e["selectors"].values()), f"{name}: empty selectors"
+            for v in e["selectors"].values():
+                assert isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+    return names
+
+
+PF_NAME = re.compile(r"^[^#]+(#\d+(-\d+)?(,\d+(-\d+)?)*)?$")
+
+
+def check_pf_name(entry):
+    assert PF_NAME.match(entry), f"pfNames entry {entry!r} does not parse"
+    if "#" in entry:
+        for part in entry.split("#", 1)[1].split(","):
+            if "-" in part:
+                a, b = map(int, part.split("-"))
+                assert a <= b, f"{entry}: range {part} runs backwards"
+
+
+def check_sriov_device_plugin(cfg):
+    """sriov-network-device-plugin (pkg/types, cmd/sriovdp/manager.go, README)."""
+    assert set(cfg) == {"resourceList"}
+    names = set()
+    for r in cfg["resourceList"]:
+        name = r["resourceName"]
+        assert SRIOV_NAME_CODE.match(name), f"resourceName {name!r}"
+        assert "-" not in name, f"{name}: the README advises against '-'"
+        full = f"{r.get('resourcePrefix', 'intel.com')}/{name}"
+        assert full not in names, f"{full} repeats"
+        names.add(full)
+        assert r.get("deviceType", "netDevice") in {"netDevice", "accelerator", "auxNetDevice"}
+        selectors = r["selectors"]
+        selectors = selectors if isinstance(selectors, list) else [selectors]
+        assert selectors
+        for s in selectors:
+            assert s["pfNames"], f"{name}: no pfNames"
+            for pf in s["pfNames"]:
+                check_pf_name(pf)
+            assert isinstance(s.get("isRdma", False), bool)
+            assert not (s.get("isRdma") and s.get("vdpaType")), "isRdma with vdpaType"
+            for key in ("vendors", "devices"):
+                for v in s.get(key, []):
+                    assert re.fullmatch(r"[0-9a-f]{4}", v), f"{key} {v!r}: lowercase hex without 0x"
+    return names
+
+
+LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def check_label(key, value):
+    prefix, _, name = key.rpartition("/")
+    assert prefix, f"{key}: NFD wants namespaced keys"
+    assert len(prefix) <= 253 and DNS_SUBDOMAIN.match(prefix), f"{key}: prefix"
+    assert not (prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io")) or prefix in {
+        "feature.node.kubernetes.io",
+        "profile.node.kubernetes.io",
+    }, f"{key}: NFD denies this namespace"
+    assert len(name) <= 63 and LABEL_NAME.match(name), f"{key}: name"
+    assert len(value) <= 63 and LABEL_VALUE.match(value), f"{key}={value}: value"
+
+
+def check_feature_file(text):
+    """NFD local feature file: `key[=value]` lines, `#` comments, at most 64 KiB."""
+    assert len(text.encode()) <= 64 * 1024
+    labels = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            if line.startswith("# +"):
+                assert re.fullmatch(r"# \+expiry-time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", line), line
+            continue
+        key, _, value = line.partition("=")
+        check_label(key, value)
+        labels[key] = value
+    return labels
+
+
+# The checkers must be able to fail.
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"configList": []},
+        {"configList": [{"resourceName": "hca-x", "rdmaHcaMax": 1, "selectors": {"ifNames": ["x"]}}]},
+        {"configList": [{"resourceName": "a", "rdmaHcaMax": -1, "selectors": {"ifNames": ["x"]}}]},
+        {"configList": [{"resourceName": "a", "rdmaHcaMax": 1}]},
+        {"configList": [{"resourceName": "a", "rdmaHcaMax": 1, "selectors": {"ifNames": ["x"]}}] * 2},
+    ],
+)
+def test_shared_rules_reject_bad_configs(bad):
+    with pytest.raises(AssertionError):
+        check_shared_dev_plugin(bad)
+
+
+@pytest.mark.parametrize("entry", ["#0-1", "ens1f0#", "ens1f0#3-1", "ens1f0#a", "ens1f0#0-"])
+def test_sriov_rules_reject_bad_pf_names(entry):
+    with pytest.raises(AssertionError):
+        check_pf_name(entry)
+
+
+@pytest.mark.parametrize("key", ["rails", "Rdmatopo.io/x", "kubernetes.io/x", "rdmatopo.io/-x", "rdmatopo.io/" + "a" * 64])
+def test_label_rules_reject_bad_keys(key):
+    with pytest.raises(AssertionError):
+        check_label(key, "1")
+
+
+def test_schema_rejects_a_bad_configmap():
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": 1}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(doc)
+    doc["data"] = {"a": "1"}
+    doc["spec"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(doc)
+
+
+# ---------------------------------------------------------------------------------
+# deploy/
+# ---------------------------------------------------------------------------------
+
+MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_deploy_manifest_validates(path):
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert docs
+    for d in docs:
+        validate(d)
+
+
+def check_daemonset(ds):
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert spec.get("hostPID") is not True and spec.get("hostIPC") is not True
+    (c,) = spec["containers"]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc.get("privileged") is not True
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert "add" not in sc["capabilities"]
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    for path in ("/host/sys", "/host/proc"):
+        assert mounts[path]["readOnly"] is True
+        assert mounts[path]["recursiveReadOnly"] == "Enabled"
+    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
+    assert host[mounts["/host/sys"]["name"]] == "/sys"
+    assert host[mounts["/host/proc"]["name"]] == "/proc"
+    writable = [m for m in c["volumeMounts"] if not m.get("readOnly")]
+    assert [m["mountPath"] for m in writable] == ["/etc/kubernetes/node-feature-discovery/features.d"]
+    args = c["args"]
+    assert args[:2] == ["k8s", "nfd"]
+    assert "--root=/host" in args
+    write = next(a for a in args if a.startswith("--write="))
+    assert write.startswith("--write=/etc/kubernetes/node-feature-discovery/features.d/")
+    return args
+
+
+def test_kustomize_renders_and_validates():
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: `kubectl kustomize deploy/` not checked")
+    out = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["DaemonSet", "Namespace", "ServiceAccount"]
+    for d in docs:
+        validate(d)
+        if d["kind"] != "Namespace":
+            assert d["metadata"]["namespace"] == "rdmatopo"
+    check_daemonset(next(d for d in docs if d["kind"] == "DaemonSet"))
+
+
+def test_daemonset_command_runs_against_a_fixture(tmp_path):
+    """The DaemonSet's arguments, pointed at a fixture and a scratch features.d."""
+    ds = next(d for d in yaml.safe_load_all((DEPLOY / "daemonset.yaml").read_text()) if d)
+    args = check_daemonset(ds)
+    target = tmp_path / "rdmatopo"
+    args = [a for a in args if not a.startswith(("--root=", "--write=", "--interval="))]
+    out = rdmatopo(*args, f"--root={root('h100-dgx')}", f"--write={target}")
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rdmatopo"]
+    labels = check_feature_file(target.read_text())
+    assert labels["rdmatopo.io/rdma.rails"] == "8"
+    assert "# +expiry-time=" in target.read_text()
+
+
+# ---------------------------------------------------------------------------------
+# Generated manifests, on every fixture
+# ---------------------------------------------------------------------------------
+
+PLUGINS = {
+    "rdma-shared-dev-plugin": check_shared_dev_plugin,
+    "sriov-device-plugin": check_sriov_device_plugin,
+}
+
+
+def plugin_pools(fixture, plugin, *extra):
+    """Resource names (`prefix/name`) of a plugin's pools, or None when the command
+    says the node has none."""
+    out = rdmatopo("k8s", plugin, "--root", root(fixture), "--config-json", *extra)
+    if out.returncode == EXIT_COULD_NOT_RUN:
+        assert "no resource pool" in out.stderr, out.stderr
+        return None
+    assert out.returncode == 0, out.stderr
+    cfg = json.loads(out.stdout)
+    names = PLUGINS[plugin](cfg)
+    if plugin == "rdma-shared-dev-plugin":
+        return {f"{e.get('resourcePrefix', 'rdma')}/{e['resourceName']}" for e in cfg["configList"]}
+    return names
+
+
+@pytest.mark.parametrize("plugin", sorted(PLUGINS))
+@pytest.mark.parametrize("fixture", FIXTURES)
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_plugin_configmap(fixture, plugin, fmt):
+    out = rdmatopo("k8s", plugin, "--root", root(fixture), "--format", fmt)
+    if out.returncode == EXIT_COULD_NOT_RUN:
+        assert "no resource pool" in out.stderr, out.stderr
+        return
+    assert out.returncode == 0, out.stderr
+    doc = yaml.safe_load(out.stdout) if fmt == "yaml" else json.loads(out.stdout)
+    validate(doc)
+    assert doc["kind"] == "ConfigMap"
+    cfg = json.loads(doc["data"]["config.json"])
+    PLUGINS[plugin](cfg)
+    plain = rdmatopo("k8s", plugin, "--root", root(fixture), "--config-json")
+    assert json.loads(plain.stdout) == cfg
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_plugin_options_keep_the_rules(fixture):
+    for plugin, extra in [
+        ("rdma-shared-dev-plugin", ["--include-excluded", "--rdma-hca-max", "0", "--periodic-update-interval", "0"]),
+        ("sriov-device-plugin", ["--pool-by", "switch", "--include-excluded"]),
+    ]:
+        plugin_pools(fixture, plugin, *extra)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_nfd_feature_file(fixture):
+    out = rdmatopo("k8s", "nfd", "--root", root(fixture))
+    assert out.returncode == 0, out.stderr
+    labels = check_feature_file(out.stdout)
+    as_json = json.loads(rdmatopo("k8s", "nfd", "--root", root(fixture), "--format", "json").stdout)
+    assert labels == as_json
+    assert labels["rdmatopo.io/rdma.capable"] in {"true", "false"}
+    assert int(labels["rdmatopo.io/rdma.rails"]) >= 0
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+@pytest.mark.parametrize(
+    "network,kind",
+    [("rdma-shared", "pod"), ("rdma-shared", "job"), ("sriov", "pod"), ("sriov", "job")],
+)
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_pod(fixture, network, kind, fmt):
+    out = rdmatopo(
+        "k8s", "pod", "--root", root(fixture), "--gpus", "1", "--network", network, "--kind", kind, "--format", fmt
+    )
+    if out.returncode == EXIT_COULD_NOT_RUN:
+        assert out.stderr.strip(), "an error must say why"
+        return
+    assert out.returncode == 0, out.stderr
+    if fmt == "yaml":
+        assert out.stdout.startswith("# rdmatopo k8s pod"), "the node facts come first, as comments"
+    doc = yaml.safe_load(out.stdout) if fmt == "yaml" else json.loads(out.stdout)
+    validate(doc)
+    assert doc["kind"] == {"pod": "Pod", "job": "Job"}[kind]
+    template = doc["spec"]["template"] if kind == "job" else doc
+    (c,) = template["spec"]["containers"]
+    assert "IPC_LOCK" in c["securityContext"]["capabilities"]["add"]
+    limits = c["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 1
+    plugin = "rdma-shared-dev-plugin" if network == "rdma-shared" else "sriov-device-plugin"
+    pools = plugin_pools(fixture, plugin)
+    rail_resources = {k: v for k, v in limits.items() if k != "nvidia.com/gpu"}
+    assert set(rail_resources) <= pools, "every resource asked for is a pool the plugin config defines"
+    annotations = template.get("metadata", {}).get("annotations", {})
+    if network == "sriov":
+        networks = annotations["k8s.v1.cni.cncf.io/networks"].split(",")
+        assert len(networks) == sum(rail_resources.values()), "one Multus network per VF"
+        for n in networks:
+            assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n) and len(n) <= 63
+    else:
+        assert "k8s.v1.cni.cncf.io/networks" not in annotations

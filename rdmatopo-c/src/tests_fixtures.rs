@@ -1,0 +1,112 @@
+//! The binding against the core on every committed fixture: path classes and nearest
+//! NICs agree with `TopoMatrix` (what `rdmatopo topo` prints), JSON with the model.
+
+use crate::error::rdmatopo_status;
+use crate::topology::{rdmatopo_topology, rdmatopo_topology_from_json};
+use rdmatopo::analysis::TopoMatrix;
+use std::path::PathBuf;
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path().join("root")))
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no fixtures under {}", dir.display());
+    v
+}
+
+fn handle(root: &std::path::Path) -> rdmatopo_topology {
+    rdmatopo_topology::new(rdmatopo::discover(Some(root)).unwrap()).unwrap()
+}
+
+#[test]
+fn path_classes_match_the_topo_matrix() {
+    for root in fixtures() {
+        let h = handle(&root);
+        let m = TopoMatrix::for_topology(h.topology());
+        for a in &m.devices {
+            for b in &m.devices {
+                let got = h.class_between(a.pci, b.pci).unwrap();
+                assert_eq!(
+                    Some(got),
+                    m.get(&a.name, &b.name),
+                    "{}: {} to {}",
+                    root.display(),
+                    a.name,
+                    b.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn nearest_nics_are_the_closest_in_the_matrix_row() {
+    for root in fixtures() {
+        let h = handle(&root);
+        let m = TopoMatrix::for_topology(h.topology());
+        let nics: Vec<_> = m.devices.iter().filter(|d| d.kind == "nic").collect();
+        for gpu in m.devices.iter().filter(|d| d.kind == "gpu") {
+            let result = h.nearest_nics(gpu.pci);
+            if nics.is_empty() {
+                assert_eq!(result.unwrap_err().status, rdmatopo_status::NotFound);
+                continue;
+            }
+            let (got, class) = result.unwrap();
+            let best = nics
+                .iter()
+                .filter_map(|n| m.get(&gpu.name, &n.name))
+                .min_by_key(|c| c.rank())
+                .unwrap();
+            assert_eq!(class, best, "{}: {}", root.display(), gpu.name);
+            let want: Vec<usize> = h
+                .topology()
+                .rdma_devices
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| {
+                    nics.iter().any(|n| {
+                        n.rdma.as_deref() == Some(d.name.as_str())
+                            && m.get(&gpu.name, &n.name).map(|c| c.rank()) == Some(best.rank())
+                    })
+                })
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(got, want, "{}: {}", root.display(), gpu.name);
+        }
+    }
+}
+
+#[test]
+fn json_round_trips_to_the_same_json() {
+    for root in fixtures() {
+        let h = handle(&root);
+        let json = std::ffi::CString::new(h.json().unwrap()).unwrap();
+        let mut out = std::ptr::null_mut();
+        // SAFETY: a valid string and out-pointer.
+        let status = unsafe { rdmatopo_topology_from_json(json.as_ptr(), &mut out) };
+        assert_eq!(status, rdmatopo_status::Ok);
+        // SAFETY: set by the successful call above; freed once.
+        let back = unsafe { Box::from_raw(out) };
+        assert!(
+            back.json().unwrap() == h.json().unwrap(),
+            "{}",
+            root.display()
+        );
+    }
+}
+
+#[test]
+fn a_nul_in_a_model_string_is_a_parse_error_not_a_truncation() {
+    let root = &fixtures()[0];
+    let mut topo = rdmatopo::discover(Some(root)).unwrap();
+    if let Some(d) = topo.rdma_devices.first_mut() {
+        d.name = "mlx5_0\0evil".into();
+        let err = rdmatopo_topology::new(topo).unwrap_err();
+        assert_eq!(err.status, rdmatopo_status::Parse);
+        assert!(err.message.contains("NUL"), "{}", err.message);
+    }
+}

@@ -1,0 +1,131 @@
+//! The Python exception hierarchy and the one place where Rust errors become Python
+//! exceptions.
+//!
+//! Everything rdmatopo raises on purpose derives from `RdmaTopoError`, except failed
+//! file operations, which are the builtin `OSError` subclasses Python code already
+//! catches (`FileNotFoundError`, `PermissionError`) with `filename` set to the path.
+
+use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError, PyPermissionError};
+use pyo3::{PyErr, create_exception};
+use rdmatopo::DiscoverError;
+use rdmatopo::analysis::AnalysisError as CoreAnalysisError;
+use rdmatopo::sysfs::SysfsError;
+
+create_exception!(
+    rdmatopo,
+    RdmaTopoError,
+    PyException,
+    "Base class of every error rdmatopo raises (file errors are builtin OSError subclasses)."
+);
+create_exception!(
+    rdmatopo,
+    DiscoveryError,
+    RdmaTopoError,
+    "The root holds no sysfs tree, so no topology could be built."
+);
+create_exception!(
+    rdmatopo,
+    ParseError,
+    RdmaTopoError,
+    "Text that is not what it should be: model JSON, a PCI address, a cpulist."
+);
+create_exception!(
+    rdmatopo,
+    AnalysisError,
+    RdmaTopoError,
+    "The topology cannot answer the question (no GPU for this rank), or the environment contradicts it (LOCAL_RANK not a number, CUDA_VISIBLE_DEVICES naming unknown UUIDs)."
+);
+create_exception!(
+    rdmatopo,
+    UnknownDeviceError,
+    AnalysisError,
+    "A device named in a call (PCI address, GPU<n>, NIC<n>, RDMA or netdev name) is not in the topology."
+);
+create_exception!(
+    rdmatopo,
+    ArgumentError,
+    RdmaTopoError,
+    "An argument is out of range (a negative rank, a rank not below the world size)."
+);
+
+/// A failure of the library, on its way to Python.
+#[derive(Debug)]
+pub(crate) enum Error {
+    Core(rdmatopo::Error),
+    Parse(rdmatopo::parse::ParseError),
+    Argument(String),
+}
+
+impl Error {
+    pub(crate) fn argument(message: impl Into<String>) -> Self {
+        Self::Argument(message.into())
+    }
+}
+
+impl<E: Into<rdmatopo::Error>> From<E> for Error {
+    fn from(e: E) -> Self {
+        Self::Core(e.into())
+    }
+}
+
+impl From<Error> for PyErr {
+    fn from(e: Error) -> PyErr {
+        match e {
+            Error::Argument(message) => ArgumentError::new_err(message),
+            Error::Parse(e) => ParseError::new_err(e.to_string()),
+            Error::Core(e) => core_error(e),
+        }
+    }
+}
+
+fn core_error(e: rdmatopo::Error) -> PyErr {
+    match e {
+        rdmatopo::Error::Discover(DiscoverError::Sysfs(e)) => sysfs_error(e),
+        rdmatopo::Error::Discover(e) => DiscoveryError::new_err(e.to_string()),
+        rdmatopo::Error::Analysis(e @ CoreAnalysisError::UnknownDevice(_)) => {
+            UnknownDeviceError::new_err(e.to_string())
+        }
+        rdmatopo::Error::Analysis(e) => AnalysisError::new_err(e.to_string()),
+        e @ rdmatopo::Error::Json(_) => ParseError::new_err(e.to_string()),
+        rdmatopo::Error::Io { path, source } => os_error(
+            source.kind(),
+            source.raw_os_error(),
+            &source.to_string(),
+            &path,
+        ),
+        other => RdmaTopoError::new_err(other.to_string()),
+    }
+}
+
+fn sysfs_error(e: SysfsError) -> PyErr {
+    use std::io::ErrorKind;
+    let message = e.to_string();
+    match &e {
+        SysfsError::NotFound { path } => os_error(ErrorKind::NotFound, None, &message, path),
+        SysfsError::PermissionDenied { path } => {
+            os_error(ErrorKind::PermissionDenied, None, &message, path)
+        }
+        SysfsError::Io { path, os_code, .. } => {
+            os_error(ErrorKind::Other, *os_code, &message, path)
+        }
+        _ => DiscoveryError::new_err(message),
+    }
+}
+
+/// `OSError(errno, strerror, filename)`, so `e.errno` and `e.filename` are set, as for
+/// the builtin file functions.
+fn os_error(kind: std::io::ErrorKind, errno: Option<i32>, message: &str, path: &str) -> PyErr {
+    use std::io::ErrorKind;
+    let args = |default_errno: i32| {
+        (
+            errno.unwrap_or(default_errno),
+            message.to_string(),
+            path.to_string(),
+        )
+    };
+    match kind {
+        ErrorKind::NotFound => PyFileNotFoundError::new_err(args(libc::ENOENT)),
+        ErrorKind::PermissionDenied => PyPermissionError::new_err(args(libc::EACCES)),
+        _ => PyOSError::new_err(args(libc::EIO)),
+    }
+}

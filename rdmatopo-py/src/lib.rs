@@ -1,0 +1,35 @@
+//! Python bindings of rdmatopo: the private `rdmatopo._rdmatopo` extension module that
+//! `python/rdmatopo/__init__.py` re-exports. No domain logic lives here: each function
+//! converts arguments, calls the `rdmatopo` crate, and converts the result; errors are
+//! mapped in `errors.rs` only.
+
+mod doctor;
+mod errors;
+mod model;
+mod plan;
+mod topology;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+mod _rdmatopo {
+    #[pymodule_export]
+    use crate::doctor::{CheckResult, DoctorReport, Finding};
+    #[pymodule_export]
+    use crate::errors::{
+        AnalysisError, ArgumentError, DiscoveryError, ParseError, RdmaTopoError, UnknownDeviceError,
+    };
+    #[pymodule_export]
+    use crate::model::{Diagnostic, Gid, Gpu, Nic, NumaNode, Port, format_cpulist, parse_cpus};
+    #[pymodule_export]
+    use crate::plan::{Applied, RankPlan};
+    #[pymodule_export]
+    use crate::topology::{Matrix, PyMatrixDevice, Topology, discover};
+
+    use pyo3::prelude::*;
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add("__version__", env!("CARGO_PKG_VERSION"))
+    }
+}

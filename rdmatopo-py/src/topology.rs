@@ -1,0 +1,363 @@
+//! `discover()`, `Topology` and the affinity `Matrix`.
+
+use crate::doctor::DoctorReport;
+use crate::errors::Error;
+use crate::model::{Diagnostic, Gpu, Nic, NumaNode, py_opt, py_str};
+use crate::plan::RankPlan;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use rdmatopo::analysis::container::ContainerView;
+use rdmatopo::analysis::{AnalysisError, MatrixDevice, TopoMatrix, path_class};
+use rdmatopo::parse::PciAddr;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Read the topology of `root` (default: `$RDMATOPO_ROOT`, else `/`, this machine).
+///
+/// The GIL is released while sysfs is read, so other Python threads keep running.
+///
+/// Raises `FileNotFoundError` when `root` is not a directory and `DiscoveryError` when
+/// it holds no sysfs tree.
+#[pyfunction]
+#[pyo3(signature = (root = None))]
+pub fn discover(py: Python<'_>, root: Option<PathBuf>) -> PyResult<Topology> {
+    let root = root.or_else(|| std::env::var_os("RDMATOPO_ROOT").map(PathBuf::from));
+    let topo = py.detach(|| rdmatopo::discover(root.as_deref()).map_err(Error::from))?;
+    Ok(Topology::new(topo))
+}
+
+/// Everything rdmatopo learned about one machine (or one container's view of it).
+#[pyclass(frozen, module = "rdmatopo")]
+#[derive(Debug)]
+pub struct Topology {
+    pub(crate) topo: rdmatopo::Topology,
+    matrix: OnceLock<TopoMatrix>,
+}
+
+impl Topology {
+    pub(crate) fn new(topo: rdmatopo::Topology) -> Self {
+        Self {
+            topo,
+            matrix: OnceLock::new(),
+        }
+    }
+
+    fn topo_matrix(&self) -> &TopoMatrix {
+        self.matrix
+            .get_or_init(|| TopoMatrix::for_topology(&self.topo))
+    }
+
+    /// The PCI address a device argument names.
+    fn resolve(&self, device: &DeviceRef) -> std::result::Result<PciAddr, AnalysisError> {
+        let unknown = |what: String| AnalysisError::UnknownDevice(what);
+        match device {
+            DeviceRef::Index(i) => self
+                .topo
+                .gpus
+                .iter()
+                .find(|g| i64::from(g.index) == *i)
+                .map(|g| g.pci)
+                .ok_or_else(|| unknown(format!("GPU index {i}"))),
+            DeviceRef::Gpu(g) => Ok(g.0.pci),
+            DeviceRef::Nic(n) => n
+                .0
+                .pci
+                .ok_or_else(|| AnalysisError::Invalid(format!("{} has no PCI function", n.0.name))),
+            DeviceRef::Name(name) => self.resolve_name(name),
+        }
+    }
+
+    fn resolve_name(&self, name: &str) -> std::result::Result<PciAddr, AnalysisError> {
+        let matrix = self.topo_matrix();
+        if let Some(d) = matrix
+            .devices
+            .iter()
+            .find(|d| d.name.eq_ignore_ascii_case(name))
+        {
+            return Ok(d.pci);
+        }
+        if let Some(d) = self.topo.rdma_device(name) {
+            return d.pci.ok_or_else(|| {
+                AnalysisError::Invalid(format!("{name} has no PCI function (software RDMA device)"))
+            });
+        }
+        if let Some(n) = self.topo.netdev(name) {
+            return n.pci.ok_or_else(|| {
+                AnalysisError::Invalid(format!("netdev {name} has no PCI function"))
+            });
+        }
+        match name.parse::<PciAddr>() {
+            Ok(a) if self.topo.pci_function(a).is_some() => Ok(a),
+            _ => Err(AnalysisError::UnknownDevice(name.to_string())),
+        }
+    }
+}
+
+/// A device argument: `GPU0` / `NIC0`, an RDMA or netdev name, a PCI address in sysfs or
+/// NVML form, a GPU index, or a `Gpu` / `Nic` object.
+#[derive(FromPyObject)]
+pub(crate) enum DeviceRef {
+    Gpu(Gpu),
+    Nic(Nic),
+    Index(i64),
+    Name(String),
+}
+
+#[pymethods]
+impl Topology {
+    /// The root the facts were read from (`/` when live).
+    #[getter]
+    fn root(&self) -> &str {
+        &self.topo.root
+    }
+    /// GPUs in PCI bus order.
+    #[getter]
+    fn gpus<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.topo.gpus.iter().cloned().map(Gpu))
+    }
+    /// RDMA devices (HCAs, their VFs, bonds, software devices), in natural name order.
+    #[getter]
+    fn nics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.topo.rdma_devices.iter().cloned().map(Nic))
+    }
+    #[getter]
+    fn numa_nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.topo.numa_nodes.iter().cloned().map(NumaNode))
+    }
+    /// What discovery could not read or make sense of, each naming its path.
+    #[getter]
+    fn diagnostics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.topo.diagnostics.iter().cloned().map(Diagnostic))
+    }
+
+    /// The `nvidia-smi topo -m` class between two devices (`"PIX"`, `"NV18"`, `"SYS"`).
+    ///
+    /// A device is `"GPU0"` / `"NIC0"` (the matrix names), an RDMA or netdev name, a PCI
+    /// address in sysfs or NVML form, a GPU index, or a `Gpu` / `Nic` object.
+    fn path(&self, a: DeviceRef, b: DeviceRef) -> PyResult<String> {
+        let (pa, pb) = (
+            self.resolve(&a).map_err(Error::from)?,
+            self.resolve(&b).map_err(Error::from)?,
+        );
+        let matrix = self.topo_matrix();
+        let name_of = |addr: PciAddr| {
+            matrix
+                .devices
+                .iter()
+                .find(|d| d.pci == addr)
+                .map(|d| d.name.as_str())
+        };
+        // Matrix cells include NVLink; other PCI functions get the PCIe class.
+        if let (Some(na), Some(nb)) = (name_of(pa), name_of(pb))
+            && let Some(class) = matrix.get(na, nb)
+        {
+            return Ok(class.to_string());
+        }
+        match (self.topo.pci_function(pa), self.topo.pci_function(pb)) {
+            (Some(fa), Some(fb)) => Ok(path_class(&self.topo, fa, fb).to_string()),
+            _ => Err(Error::from(AnalysisError::UnknownDevice(format!("{pa} or {pb}"))).into()),
+        }
+    }
+
+    /// The plan of one local rank: its GPU, the HCA ports NCCL will prefer, the RoCE
+    /// GID index, the CPUs to bind to, and the NCCL variables the facts justify, each
+    /// with its reason.
+    ///
+    /// `local_rank` and `local_world_size` default to the launcher's variables in
+    /// `os.environ` (`LOCAL_RANK` / `LOCAL_WORLD_SIZE` from torchrun, or Open MPI's,
+    /// Slurm's, MPICH's); a process started without a launcher is rank 0 of 1.
+    /// `CUDA_VISIBLE_DEVICES` in `os.environ` narrows the GPUs.
+    ///
+    /// Raises `ArgumentError` for a negative or out-of-range rank and `AnalysisError`
+    /// when the environment contradicts the topology or the rank has no GPU.
+    #[pyo3(signature = (local_rank = None, local_world_size = None))]
+    fn plan(
+        &self,
+        py: Python<'_>,
+        local_rank: Option<i64>,
+        local_world_size: Option<i64>,
+    ) -> PyResult<RankPlan> {
+        crate::plan::plan(py, self, local_rank, local_world_size)
+    }
+
+    /// The `rdmatopo doctor` checks on this topology: why RDMA would be slow here,
+    /// each finding with its evidence (paths and values) and the fix.
+    fn doctor(&self) -> DoctorReport {
+        DoctorReport(rdmatopo::analysis::doctor::run(&self.topo))
+    }
+
+    /// The GPU/NIC affinity matrix (`rdmatopo topo --all`): every GPU and PCI-backed
+    /// RDMA device. With `owned=True`, only those this container owns
+    /// (`rdmatopo topo --owned`).
+    #[pyo3(signature = (*, owned = false))]
+    fn matrix(&self, owned: bool) -> Matrix {
+        if !owned {
+            return Matrix(self.topo_matrix().clone());
+        }
+        let view = ContainerView::of(&self.topo);
+        let nics = view.owned_rdma();
+        let nics: Vec<&str> = nics.iter().map(String::as_str).collect();
+        Matrix(TopoMatrix::build(&self.topo, &view.owned_gpus(), &nics))
+    }
+
+    /// The model as JSON, with the container view beside it: the same text as
+    /// `rdmatopo inventory --format json`.
+    fn to_json(&self) -> PyResult<String> {
+        let mut value = serde_json::to_value(&self.topo).map_err(json_error)?;
+        if let Some(obj) = value.as_object_mut() {
+            let view = serde_json::to_value(ContainerView::of(&self.topo)).map_err(json_error)?;
+            obj.insert("container".into(), view);
+        }
+        serde_json::to_string_pretty(&value).map_err(json_error)
+    }
+
+    /// Read a model back from `to_json()` / `rdmatopo inventory --format json` output
+    /// (the container view in it is recomputed from the model, not read).
+    ///
+    /// Raises `ParseError` when the text is not such a model.
+    #[staticmethod]
+    fn from_json(text: &str) -> PyResult<Topology> {
+        let topo = rdmatopo::Topology::from_json(text).map_err(Error::from)?;
+        Ok(Topology::new(topo))
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<Topology>()
+            .is_ok_and(|o| o.get().topo == self.topo)
+    }
+
+    /// Pickles as its JSON, so a topology can be sent to worker processes.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let from_json = slf.get_type().getattr("from_json")?;
+        Ok((from_json, (slf.get().topo.to_json(),)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<Topology root={} gpus={} nics={} numa_nodes={} diagnostics={}>",
+            py_str(&self.topo.root),
+            self.topo.gpus.len(),
+            self.topo.rdma_devices.len(),
+            self.topo.numa_nodes.len(),
+            self.topo.diagnostics.len(),
+        )
+    }
+}
+
+fn json_error(e: serde_json::Error) -> PyErr {
+    Error::from(e).into()
+}
+
+/// One row/column of the matrix.
+#[pyclass(frozen, eq, module = "rdmatopo", name = "MatrixDevice")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct PyMatrixDevice(MatrixDevice);
+
+#[pymethods]
+impl PyMatrixDevice {
+    /// `"GPU0"`, `"NIC0"`.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+    /// `"gpu"` or `"nic"`.
+    #[getter]
+    fn kind(&self) -> &str {
+        &self.0.kind
+    }
+    #[getter]
+    fn pci(&self) -> String {
+        self.0.pci.to_string()
+    }
+    /// RDMA device name of a NIC.
+    #[getter]
+    fn rdma(&self) -> Option<&str> {
+        self.0.rdma.as_deref()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "MatrixDevice(name={}, kind={}, pci={}, rdma={})",
+            py_str(&self.0.name),
+            py_str(&self.0.kind),
+            py_str(&self.0.pci.to_string()),
+            py_opt(self.0.rdma.as_deref()),
+        )
+    }
+}
+
+/// The `nvidia-smi topo -m` matrix over every GPU and PCI-backed RDMA device.
+#[pyclass(frozen, eq, module = "rdmatopo")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix(TopoMatrix);
+
+#[pymethods]
+impl Matrix {
+    /// Rows and columns, in order: GPUs, then NICs.
+    #[getter]
+    fn devices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.0.devices.iter().cloned().map(PyMatrixDevice))
+    }
+    /// Per GPU name: its local CPUs that this process may use, as a cpulist.
+    #[getter]
+    fn cpu_affinity<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.by_gpu(py, |name| self.0.cpu_affinity.get(name))
+    }
+    /// Per GPU name: its NUMA node, `"N/A"` when unknown.
+    #[getter]
+    fn numa_affinity<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.by_gpu(py, |name| self.0.numa_affinity.get(name))
+    }
+    /// The class between two matrix names (`m["GPU0", "NIC0"]`).
+    fn __getitem__(&self, key: (String, String)) -> PyResult<String> {
+        self.0
+            .get(&key.0, &key.1)
+            .map(|c| c.to_string())
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err((key.0.clone(), key.1.clone())))
+    }
+    fn __len__(&self) -> usize {
+        self.0.devices.len()
+    }
+    /// `{row: {column: class}}` in matrix order.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for a in &self.0.devices {
+            let row = PyDict::new(py);
+            for b in &self.0.devices {
+                if let Some(c) = self.0.get(&a.name, &b.name) {
+                    row.set_item(&b.name, c.to_string())?;
+                }
+            }
+            out.set_item(&a.name, row)?;
+        }
+        Ok(out)
+    }
+    /// The table as `nvidia-smi topo -m` prints it (legends included).
+    fn to_table(&self) -> String {
+        self.0.to_table(false)
+    }
+    /// The same JSON as `rdmatopo topo --format json` (`rdmatopo.topo/1`).
+    fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&self.0).unwrap_or_default()
+    }
+    fn __repr__(&self) -> String {
+        let names: Vec<&str> = self.0.devices.iter().map(|d| d.name.as_str()).collect();
+        format!("<Matrix {}>", names.join(" "))
+    }
+}
+
+impl Matrix {
+    fn by_gpu<'py, 'a>(
+        &'a self,
+        py: Python<'py>,
+        value: impl Fn(&str) -> Option<&'a String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for d in self.0.devices.iter().filter(|d| d.kind == "gpu") {
+            if let Some(v) = value(&d.name) {
+                out.set_item(&d.name, v)?;
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,180 @@
+"""discover(), the device objects and the JSON: identical to the CLI on every fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import rdmatopo
+from conftest import run_cli
+
+
+def test_json_is_the_cli_inventory_json(fixture_root: Path, cli: Path) -> None:
+    topo = rdmatopo.discover(str(fixture_root))
+    expected = run_cli(cli, "inventory", "--root", str(fixture_root), "--format", "json")
+    assert topo.to_json() + "\n" == expected
+
+
+@pytest.mark.parametrize("view", ["--all", "--owned"])
+def test_matrix_is_the_cli_topo(fixture_root: Path, cli: Path, view: str) -> None:
+    """`matrix()` is `rdmatopo topo --all`, `matrix(owned=True)` is `--owned`; the CLI
+    adds a "view" key and a header line inside containers, which are not the matrix."""
+    topo = rdmatopo.discover(str(fixture_root))
+    matrix = topo.matrix(owned=view == "--owned")
+    root = str(fixture_root)
+    cli_json = json.loads(run_cli(cli, "topo", view, "--root", root, "--format", "json"))
+    cli_json.pop("view", None)
+    assert json.loads(matrix.to_json()) == cli_json
+    table = run_cli(cli, "topo", view, "--root", root)
+    if matrix.devices:  # else the CLI prints one line instead of a table
+        assert table.endswith(matrix.to_table())
+
+
+def test_objects_carry_the_model_fields(fixture_root: Path) -> None:
+    topo = rdmatopo.discover(fixture_root)
+    model = json.loads(topo.to_json())
+    assert [g.pci for g in topo.gpus] == [g["pci"] for g in model["gpus"]]
+    assert [g.index for g in topo.gpus] == [g["index"] for g in model["gpus"]]
+    assert [g.uuid for g in topo.gpus] == [g["uuid"] for g in model["gpus"]]
+    assert [n.name for n in topo.nics] == [d["name"] for d in model["rdma_devices"]]
+    assert [n.pci for n in topo.nics] == [d["pci"] for d in model["rdma_devices"]]
+    assert [n.fw_ver for n in topo.nics] == [d["fw_ver"] for d in model["rdma_devices"]]
+    for nic, dev in zip(topo.nics, model["rdma_devices"]):
+        assert [p.number for p in nic.ports] == [p["number"] for p in dev["ports"]]
+        assert [p.state for p in nic.ports] == [p["state"] for p in dev["ports"]]
+        assert [p.netdev for p in nic.ports] == [p["netdev"] for p in dev["ports"]]
+        for port, jport in zip(nic.ports, dev["ports"]):
+            assert [(g.index, g.gid, g.gid_type, g.netdev) for g in port.gids] == [
+                (g["index"], g["gid"], g["gid_type"], g["netdev"]) for g in jport["gids"]
+            ]
+    for node, jnode in zip(topo.numa_nodes, model["numa_nodes"]):
+        assert node.id == jnode["id"]
+        assert node.cpus == frozenset(cpulist(jnode["cpus"]))
+        assert list(node.distances) == jnode["distances"]
+    assert [(d.severity, d.code, d.message) for d in topo.diagnostics] == [
+        (d["severity"], d["code"], d["message"]) for d in model["diagnostics"]
+    ]
+
+
+def cpulist(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def test_objects_are_immutable(largest_root: Path) -> None:
+    topo = rdmatopo.discover(largest_root)
+    gpu, nic = topo.gpus[0], topo.nics[0]
+    with pytest.raises(AttributeError):
+        gpu.index = 3  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        nic.ports[0].state = "DOWN"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        topo.extra = 1  # type: ignore[attr-defined]
+    assert isinstance(topo.gpus, tuple) and isinstance(nic.ports, tuple)
+    assert isinstance(topo.numa_nodes[0].cpus, frozenset)
+    assert topo.gpus[0] == rdmatopo.discover(largest_root).gpus[0]
+
+
+def test_from_json_round_trip_and_pickle(fixture_root: Path) -> None:
+    topo = rdmatopo.discover(fixture_root)
+    text = topo.to_json()
+    assert rdmatopo.Topology.from_json(text).to_json() == text
+    assert pickle.loads(pickle.dumps(topo)).to_json() == text
+
+
+def test_model_equality_survives_json(fixture_root: Path) -> None:
+    topo = rdmatopo.discover(fixture_root)
+    assert rdmatopo.Topology.from_json(topo.to_json()) == topo
+
+
+def test_root_defaults_to_rdmatopo_root(largest_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RDMATOPO_ROOT", str(largest_root))
+    assert rdmatopo.discover() == rdmatopo.discover(largest_root)
+    assert rdmatopo.discover().root == str(largest_root)
+
+
+def test_path_accepts_every_way_of_naming_a_device(largest_root: Path) -> None:
+    topo = rdmatopo.discover(largest_root)
+    matrix = topo.matrix()
+    gpu0 = topo.gpus[0]
+    nic = next(n for n in topo.nics if n.pci is not None)
+    assert nic.pci is not None
+    nic_name = next(d.name for d in matrix.devices if d.rdma == nic.name)
+    expected = matrix[("GPU0", nic_name)]
+    nvml_form = "{:08X}:{}".format(int(gpu0.pci.split(":")[0], 16), gpu0.pci.split(":", 1)[1].upper())
+    for a in ("GPU0", "gpu0", 0, gpu0, gpu0.pci, nvml_form):
+        for b in (nic_name, nic.name, nic, nic.pci):
+            assert topo.path(a, b) == expected, (a, b)
+    netdev = next((p.netdev for p in nic.ports if p.netdev), None)
+    if netdev is not None:
+        assert topo.path(gpu0, netdev) == expected
+    assert topo.path(gpu0, gpu0) == "X"
+
+
+def test_path_agrees_with_the_matrix_everywhere(fixture_root: Path) -> None:
+    topo = rdmatopo.discover(fixture_root)
+    matrix = topo.matrix()
+    cells = matrix.to_dict()
+    names = [d.name for d in matrix.devices]
+    assert list(cells) == names
+    for a in names:
+        assert list(cells[a]) == names
+        for b in names:
+            assert topo.path(a, b) == cells[a][b] == matrix[(a, b)]
+
+
+def test_path_between_any_pci_functions(largest_root: Path) -> None:
+    """Functions outside the matrix (a bridge, an NVSwitch) still get a PCIe class."""
+    topo = rdmatopo.discover(largest_root)
+    model = json.loads(topo.to_json())
+    bridge = next(f["address"] for f in model["pci"] if f["role"] == "root-port")
+    assert topo.path(bridge, bridge) == "X"
+    assert topo.path(bridge, topo.gpus[0]) in {"PIX", "PXB", "PHB", "NODE", "SYS"}
+
+
+def test_discover_releases_the_gil(largest_root: Path) -> None:
+    """Another Python thread keeps running while discovery reads sysfs. Were the GIL
+    held, the ticker could tick only around the call (while the arguments are
+    converted), never in the middle half of it."""
+    ticks: list[float] = []
+    stop = threading.Event()
+
+    def ticker() -> None:
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    most = 0
+    try:
+        for _ in range(20):
+            start = time.perf_counter()
+            rdmatopo.discover(largest_root)
+            end = time.perf_counter()
+            quarter = (end - start) / 4
+            middle = sum(1 for t in list(ticks) if start + quarter < t < end - quarter)
+            most = max(most, middle)
+            if most >= 10:
+                break
+    finally:
+        stop.set()
+        thread.join()
+    assert most >= 10, f"the other thread ticked {most} times in the middle of discover()"
+
+
+def test_repr_is_readable(largest_root: Path) -> None:
+    topo = rdmatopo.discover(largest_root)
+    assert repr(topo).startswith("<Topology root=")
+    assert repr(topo.gpus[0]).startswith("Gpu(index=0, pci='")
+    assert "name='" in repr(topo.nics[0])
+    assert os.fspath(largest_root) in repr(topo)

@@ -1,0 +1,123 @@
+//! Check 2: the PCIe distance from each GPU to the NIC it would use, against the
+//! nearest RDMA NIC anywhere on the machine.
+
+use super::{Scope, Sink, list, pci_dir};
+use crate::analysis::affinity::{PathClass, path_class};
+use crate::model::PciFunction;
+
+pub(super) fn check(scope: &Scope, out: &mut Sink) {
+    if scope.gpus.is_empty() {
+        out.not_applicable("no GPU here");
+        return;
+    }
+    if scope.gpu_nics.is_empty() {
+        if scope.machine_nics().is_empty() {
+            out.not_applicable("no RDMA NIC on this machine");
+        } else {
+            out.not_applicable("no RDMA device usable here (see rdma-devices and multi-rail)");
+        }
+        return;
+    }
+    let machine = scope.machine_nics();
+    let mut ok = Vec::new();
+    // GPUs whose nearest NIC anywhere is beyond PXB: a property of the machine.
+    let mut no_gdr: Vec<(String, PathClass)> = Vec::new();
+    for gn in &scope.gpu_nics {
+        let Some(gf) = scope.function(gn.gpu.pci) else {
+            continue;
+        };
+        let used: Vec<String> = gn.nics.iter().map(|d| d.name.clone()).collect();
+        let gpu_label = scope.gpu_label(gn.gpu);
+        // The nearest RDMA-capable function on the machine, owned or not.
+        let best = machine
+            .iter()
+            .map(|f| (*f, path_class(scope.topo, gf, f)))
+            .min_by_key(|(f, c)| (c.rank(), f.is_vf, f.address));
+        let Some((best_fn, best_class)) = best else {
+            continue;
+        };
+        if gn.class.allows_gdr() || gn.class.rank() <= best_class.rank() {
+            ok.push(format!("{gpu_label} {} {}", gn.class, list(&used)));
+            if !gn.class.allows_gdr() {
+                no_gdr.push((gpu_label, gn.class));
+            }
+            continue;
+        }
+        let nic_fn = gn.nics[0].pci.and_then(|a| scope.function(a));
+        let better = scope.nic_label(best_fn);
+        let used_is_vf = nic_fn.is_some_and(|f| f.is_vf);
+        let summary = format!(
+            "{gpu_label} would use {} at {} while {better} is {best_class} from it{}",
+            list(&used),
+            gn.class,
+            if used_is_vf {
+                ": its VF sits under a different PCIe switch than the GPU"
+            } else {
+                ""
+            }
+        );
+        let mut f = if best_class.allows_gdr() {
+            out.error(summary)
+        } else {
+            out.warning(summary)
+        };
+        f = f
+            .with(pci_dir(gn.gpu.pci), gf.path.clone())
+            .with(pci_dir(best_fn.address), best_fn.path.clone());
+        if let Some(nf) = nic_fn {
+            f = f.with(pci_dir(nf.address), nf.path.clone());
+        }
+        let why = if best_class.allows_gdr() {
+            format!(
+                "NCCL uses GPUDirect RDMA only up to PXB (NCCL_NET_GDR_LEVEL default); at {} every transfer is staged through host memory and crosses the CPU, which costs up to half the bandwidth (NVIDIA/nccl-tests#347; NeMo-RL PR #3670: +29% all-reduce with aligned HCAs)",
+                gn.class
+            )
+        } else {
+            format!(
+                "{} is farther than {best_class}: traffic crosses more PCIe bridges or the host bridge, adding latency and sharing links with other devices",
+                gn.class
+            )
+        };
+        out.push(f.why(why).fix(fix_for(scope, best_fn, used_is_vf)));
+    }
+    if !no_gdr.is_empty() {
+        let worst = no_gdr
+            .iter()
+            .map(|(_, c)| *c)
+            .max_by_key(PathClass::rank)
+            .unwrap_or(PathClass::Sys);
+        let names: Vec<String> = no_gdr.iter().map(|(g, c)| format!("{g} at {c}")).collect();
+        out.push(
+            out.info(format!(
+                "no RDMA NIC on this machine is within PXB of {}: NCCL will not use GPUDirect RDMA for {} by default",
+                list(&names),
+                if no_gdr.len() == 1 { "it" } else { "them" }
+            ))
+            .why("NCCL enables GPUDirect RDMA only up to PXB; beyond that, data is staged through host memory. This is the machine's layout, not a fault of this configuration")
+            .fix(format!(
+                "nothing to change on bare metal; if the CPU root complex forwards peer-to-peer well, NCCL_NET_GDR_LEVEL={worst} forces GPUDirect RDMA (measure with nccl-tests before keeping it). In a VM whose PCIe tree hides the host's layout (every device in its own PCI domain), give NCCL the real one with NCCL_TOPO_FILE (the cloud's file, or `rdmatopo nccl-topo` run on the host)"
+            )),
+        );
+    }
+    if out.findings.is_empty() {
+        out.note(ok.join("; "));
+    }
+}
+
+fn fix_for(scope: &Scope, best: &PciFunction, used_is_vf: bool) -> String {
+    let pf = best.physfn.and_then(|a| scope.function(a)).unwrap_or(best);
+    let pf_label = scope.nic_label(pf);
+    if used_is_vf || best.is_vf || pf.sriov.is_some() {
+        format!(
+            "allocate a VF of {pf_label} instead: one sriov-network-device-plugin resource per GPU switch (selectors.rootDevices, or pfNames: [\"<pf>#<vf-range>\"]), or a DRA driver that aligns GPU and NIC by PCIe; the Topology Manager aligns NUMA nodes only"
+        )
+    } else if scope.context.is_container() {
+        format!(
+            "give the pod {pf_label} (one rdma-shared-dev-plugin resource per rail, ifNames: [<its netdev>]) and select it with NCCL_IB_HCA==<device>"
+        )
+    } else {
+        format!(
+            "select {pf_label} for this GPU: `rdmatopo nccl-env` (or `rdmatopo exec`) gives each rank its nearest HCA"
+        )
+    }
+}

@@ -1,0 +1,252 @@
+//! PCIe checks on GPU-NIC paths (8): links trained below their maximum, and ACS
+//! peer-to-peer redirect on the bridges between a GPU and its NIC.
+
+use super::{Scope, Sink, list, pci_dir};
+use crate::analysis::affinity::PathClass;
+use crate::model::{PciFunction, PciRole};
+use crate::parse::{AcsState, LinkSpeed, PciAddr};
+
+/// The functions on the path between `a` and `b` below their lowest common ancestor
+/// (which the traffic does not pass through); the whole of both chains when they
+/// meet only at the host bridge or beyond.
+fn path<'a>(scope: &Scope<'a>, a: PciAddr, b: PciAddr) -> Vec<&'a PciFunction> {
+    let topo = scope.topo;
+    let up = |x: PciAddr| -> Vec<&'a PciFunction> {
+        let mut v: Vec<&PciFunction> = topo.pci_function(x).into_iter().collect();
+        v.extend(topo.ancestors(x));
+        v
+    };
+    let (ua, ub) = (up(a), up(b));
+    let mut out: Vec<&PciFunction> = Vec::new();
+    for (chain, other) in [(&ua, &ub), (&ub, &ua)] {
+        for f in chain.iter() {
+            if other.iter().any(|g| g.address == f.address) {
+                break;
+            }
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// Every (GPU, NIC) pair this process would use.
+fn pairs<'a>(scope: &Scope<'a>) -> Vec<(String, PciAddr, String, PciAddr, PathClass)> {
+    let mut out = Vec::new();
+    for gn in &scope.gpu_nics {
+        for nic in &gn.nics {
+            if let Some(n) = nic.pci {
+                out.push((
+                    format!("GPU{}", gn.gpu.index),
+                    gn.gpu.pci,
+                    nic.name.clone(),
+                    n,
+                    gn.class,
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn speed_text(s: Option<LinkSpeed>) -> String {
+    s.map_or("Unknown".into(), |s| format!("{} GT/s", s.gts))
+}
+
+fn min_speed(a: Option<LinkSpeed>, b: Option<LinkSpeed>) -> Option<LinkSpeed> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if x.gts <= y.gts { x } else { y }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn min_width(a: Option<u32>, b: Option<u32>) -> Option<u32> {
+    match (a.filter(|w| *w > 0), b.filter(|w| *w > 0)) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+pub(super) fn link(scope: &Scope, out: &mut Sink) {
+    let pairs = pairs(scope);
+    if pairs.is_empty() {
+        out.not_applicable("no GPU-NIC pair in use");
+        return;
+    }
+    let topo = scope.topo;
+    let mut seen: Vec<PciAddr> = Vec::new();
+    let mut checked = 0;
+    for (gpu_name, g, nic_name, n, _) in &pairs {
+        for f in path(scope, *g, *n) {
+            // Each physical link is described by the function below it (endpoint or
+            // switch upstream port); the port above (root or downstream port) bounds
+            // what the link can reach. VFs have no link of their own.
+            if !matches!(f.role, PciRole::Endpoint | PciRole::SwitchUpstream)
+                || f.is_vf
+                || seen.contains(&f.address)
+            {
+                continue;
+            }
+            seen.push(f.address);
+            let parent = f.parent.and_then(|p| topo.pci_function(p));
+            let link = &f.link;
+            let cap_speed = min_speed(link.max_speed, parent.and_then(|p| p.link.max_speed));
+            let cap_width = min_width(link.max_width, parent.and_then(|p| p.link.max_width));
+            let (Some(cur_speed), Some(cur_width)) = (link.current_speed, link.current_width)
+            else {
+                continue;
+            };
+            checked += 1;
+            let slow = cap_speed.is_some_and(|c| cur_speed.gts + 0.01 < c.gts);
+            let narrow = cap_width.is_some_and(|c| cur_width > 0 && cur_width < c);
+            if !slow && !narrow {
+                continue;
+            }
+            let is_gpu = f.is_nvidia_gpu();
+            let label = if is_gpu {
+                format!("{gpu_name} ({})", f.address)
+            } else if f.address == *n {
+                format!("{nic_name} ({})", f.address)
+            } else {
+                format!("bridge {} (on the {gpu_name}-{nic_name} path)", f.address)
+            };
+            let summary = format!(
+                "{label} link trained at {} x{cur_width}, below its {} x{}",
+                speed_text(Some(cur_speed)),
+                speed_text(cap_speed),
+                cap_width.unwrap_or(cur_width)
+            );
+            // NVIDIA GPUs lower their link speed when idle (power management); only
+            // a narrower link is a fault there.
+            let idle_gpu = is_gpu && slow && !narrow;
+            let mut finding = if idle_gpu {
+                out.info(format!("{summary} (normal while the GPU is idle)"))
+            } else {
+                out.warning(summary)
+            };
+            let dir = pci_dir(f.address);
+            finding = finding
+                .with(
+                    format!("{dir}/current_link_speed"),
+                    speed_text(Some(cur_speed)),
+                )
+                .with(format!("{dir}/max_link_speed"), speed_text(link.max_speed))
+                .with(format!("{dir}/current_link_width"), cur_width)
+                .with(
+                    format!("{dir}/max_link_width"),
+                    link.max_width.map_or("-".into(), |w| w.to_string()),
+                );
+            if let Some(p) = parent {
+                finding = finding
+                    .with(
+                        format!("{}/max_link_speed", pci_dir(p.address)),
+                        speed_text(p.link.max_speed),
+                    )
+                    .with(
+                        format!("{}/max_link_width", pci_dir(p.address)),
+                        p.link.max_width.map_or("-".into(), |w| w.to_string()),
+                    );
+            }
+            out.push(if idle_gpu {
+                finding
+                    .why("GPUs drop to a lower PCIe speed when idle and retrain under load")
+                    .fix("re-run doctor while the GPU is busy; if it stays low under load, reseat the GPU or check the riser/retimer")
+            } else {
+                finding
+                    .why("every byte between this GPU and its NIC crosses this link: a link at half the width or speed halves GPUDirect RDMA bandwidth (a x8 Gen4 link carries ~16 GB/s, below one 200 Gb/s port)")
+                    .fix("reseat the card or cable, check the slot's bifurcation and the BIOS PCIe speed setting, and check `lspci -vvv -s <bdf>` LnkSta vs LnkCap; a link that trained down usually needs a cold reboot or hardware service")
+            });
+        }
+    }
+    if out.findings.is_empty() {
+        out.note(format!(
+            "{checked} link(s) on {} GPU-NIC path(s) at their maximum",
+            pairs.len()
+        ));
+    }
+}
+
+pub(super) fn acs(scope: &Scope, out: &mut Sink) {
+    // Peer-to-peer stays below the root complex only for PIX/PXB pairs.
+    let pairs: Vec<_> = pairs(scope)
+        .into_iter()
+        .filter(|p| matches!(p.4, PathClass::Pix | PathClass::Pxb))
+        .collect();
+    if pairs.is_empty() {
+        out.not_applicable(
+            "no GPU-NIC pair under a common PCIe switch: their traffic goes through the root complex anyway",
+        );
+        return;
+    }
+    let mut unreadable: Vec<(PciAddr, usize)> = Vec::new();
+    let mut seen: Vec<PciAddr> = Vec::new();
+    let mut redirecting: Vec<(&PciFunction, String)> = Vec::new();
+    let mut checked = 0;
+    for (gpu_name, g, nic_name, n, _) in &pairs {
+        for f in path(scope, *g, *n).into_iter().filter(|f| f.is_bridge()) {
+            if seen.contains(&f.address) {
+                continue;
+            }
+            seen.push(f.address);
+            match f.acs {
+                Some(AcsState::Present { control, .. }) => {
+                    checked += 1;
+                    if control.redirects_p2p() {
+                        redirecting.push((f, format!("{gpu_name}-{nic_name}")));
+                    }
+                }
+                Some(AcsState::Absent) => checked += 1,
+                Some(AcsState::NotReadable { config_bytes }) => {
+                    unreadable.push((f.address, config_bytes))
+                }
+                None => unreadable.push((f.address, 0)),
+            }
+        }
+    }
+    for (f, pair) in &redirecting {
+        let Some(AcsState::Present { control, .. }) = f.acs else {
+            continue;
+        };
+        out.push(
+            out.error(format!(
+                "ACS redirects peer-to-peer traffic on bridge {} between {pair}",
+                f.address
+            ))
+            .with(format!("{}/config", pci_dir(f.address)), format!("ACSCtl: {}", control.lspci()))
+            .why("with P2P Request/Completion Redirect on, every GPUDirect RDMA transfer between the GPU and the NIC is sent up to the root complex and back instead of across the switch: bandwidth drops sharply or transfers stall (NVIDIA/nccl-tests#252 needed NCCL_NET_GDR_LEVEL=0 until ACS was disabled)")
+            .fix(format!(
+                "disable ACS on this bridge: BIOS setting (\"PCIe ACS\" / \"ACS Control\" disabled), or at boot `setpci -s {} ECAP_ACS+0x6.w=0000` on each switch port (NVIDIA's GPUDirect guide); on bare metal also boot with iommu=pt. In VMs, keep ACS and enable ATS with Direct Translated P2P instead",
+                f.address
+            )),
+        );
+    }
+    if !unreadable.is_empty() {
+        let names: Vec<String> = unreadable.iter().map(|(a, _)| a.to_string()).collect();
+        let bytes = unreadable.iter().map(|(_, b)| *b).max().unwrap_or(0);
+        let mut f = out.info(format!("the ACS state of {} is not readable", list(&names)));
+        for (a, b) in unreadable.iter().take(4) {
+            f = f.with(
+                format!("{}/config", pci_dir(*a)),
+                if *b == 0 {
+                    "not read".to_string()
+                } else {
+                    format!("{b} bytes")
+                },
+            );
+        }
+        out.skip_with(
+            f.why(if bytes > 0 && bytes < 256 {
+                "without CAP_SYS_ADMIN the kernel returns only the first 64 bytes of config space; the ACS capability lives in the extended space (offset >= 0x100)"
+            } else {
+                "the config file is missing or shorter than the 4096-byte extended space"
+            })
+            .fix("run `rdmatopo doctor` as root on the host, or `sudo lspci -vvv -s <bdf> | grep ACSCtl` for each bridge listed"),
+        );
+    }
+    if out.findings.is_empty() {
+        out.note(format!(
+            "{checked} bridge(s) between GPUs and their NICs without ACS redirect"
+        ));
+    }
+}

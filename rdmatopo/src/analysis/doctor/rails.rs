@@ -1,0 +1,244 @@
+//! Check 7: multi-rail. Usable rails against GPUs, GPUs forced onto one rail, rails of
+//! different speed or link layer, rail ports not ACTIVE, and ports NCCL would open
+//! beside the compute rails when `NCCL_IB_HCA` is unset.
+
+use super::{Scope, Sink, list, port_dir, port_name, short_list, state_text};
+use crate::model::{Port, RdmaDevice, Severity};
+use std::collections::{BTreeMap, BTreeSet};
+
+fn speed(port: &Port) -> String {
+    port.rate
+        .as_ref()
+        .map_or("unknown speed".into(), |r| format!("{} Gb/s", r.gbps))
+}
+
+fn layer(port: &Port) -> &'static str {
+    port.link_layer.map_or("unknown", |l| l.as_str())
+}
+
+pub(super) fn check(scope: &Scope, out: &mut Sink) {
+    if scope.topo.rdma_devices.is_empty() {
+        out.not_applicable(if scope.gpus.is_empty() {
+            "no GPU and no RDMA device"
+        } else {
+            "no RDMA device on this machine: NCCL uses TCP sockets between nodes"
+        });
+        return;
+    }
+    if scope.hcas.is_empty() {
+        out.not_applicable("no RDMA device assigned to this container");
+        return;
+    }
+    let rails = scope.rails();
+    down_ports(scope, out);
+    let gpus = scope.gpus.len();
+    let nrails = rails.len();
+    if nrails == 0 {
+        if out.findings.is_empty() {
+            out.not_applicable("no rail in use");
+        }
+        return;
+    }
+    if gpus > nrails {
+        let names: Vec<String> = rails.iter().map(|(d, p)| port_name(d, p.number)).collect();
+        out.push(
+            out.warning(format!(
+                "{gpus} GPUs share {nrails} usable rail(s) ({})",
+                list(&names)
+            ))
+            .why("each rail's bandwidth is divided among the GPUs that use it: with fewer rails than GPUs, inter-node collectives run at a fraction of what the node can do")
+            .fix(if scope.context.is_container() {
+                "request one RDMA NIC (or VF) per GPU, each on the GPU's PCIe switch; check that every rail is ACTIVE"
+            } else {
+                "bring the missing rails up, or run fewer GPUs per node for network-bound jobs"
+            }),
+        );
+    }
+    forced_sharing(scope, out, &rails);
+    mixed(scope, out, &rails);
+    unplanned(scope, out);
+    if out.findings.is_empty() {
+        let mut speeds: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, p) in &rails {
+            *speeds.entry(speed(p)).or_default() += 1;
+        }
+        let layers: BTreeSet<&str> = rails.iter().map(|(_, p)| layer(p)).collect();
+        let parts: Vec<String> = speeds.iter().map(|(s, n)| format!("{n} at {s}")).collect();
+        out.note(format!(
+            "{gpus} GPU(s), {nrails} usable rail(s) ({}, {})",
+            parts.join(", "),
+            layers.into_iter().collect::<Vec<_>>().join("/")
+        ));
+    }
+}
+
+/// Ports of the compute fabric that are not ACTIVE. VF ports are the `sriov` check's.
+fn down_ports(scope: &Scope, out: &mut Sink) {
+    for (dev, port) in scope.fabric_ports() {
+        if port.is_active() || scope.is_vf(dev) {
+            continue;
+        }
+        let severity = if scope.context.is_container() && scope.hca_ownership_known {
+            Severity::Error
+        } else {
+            Severity::Warning
+        };
+        let dir = port_dir(&dev.name, port.number);
+        let mut f = out
+            .finding(
+                severity,
+                format!(
+                    "rail {} is not ACTIVE ({})",
+                    port_name(dev, port.number),
+                    state_text(port)
+                ),
+            )
+            .with(format!("{dir}/state"), state_text(port));
+        if let Some(ps) = &port.phys_state {
+            f = f.with(
+                format!("{dir}/phys_state"),
+                format!("{}: {}", ps.code, ps.name),
+            );
+        }
+        out.push(f
+            .why("NCCL only uses ACTIVE ports: this rail carries nothing, and the GPUs near it send through farther NICs")
+            .fix(match port.phys_state.as_ref().map(|p| p.code) {
+                Some(2) => "phys_state Polling: no link partner; check the cable/transceiver and the switch port (`mlxlink -d <dev>`)".to_string(),
+                Some(3) => "phys_state Disabled: the port is administratively down; on RoCE bring the netdev up (`ip link set <netdev> up`), on InfiniBand enable the switch port".to_string(),
+                Some(5) => "link is up but the logical state is not ACTIVE: on InfiniBand no subnet manager has configured the port (start opensm/UFM)".to_string(),
+                _ => "check cabling, the switch port and the netdev (`ibstat`, `rdma link show`)".to_string(),
+            }));
+    }
+}
+
+/// Two GPUs whose only nearest NIC is the same one while another rail is nearest to
+/// no GPU.
+fn forced_sharing(scope: &Scope, out: &mut Sink, rails: &[(&RdmaDevice, &Port)]) {
+    let mut only_nic: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for gn in &scope.gpu_nics {
+        if let [only] = gn.nics.as_slice() {
+            only_nic
+                .entry(only.name.as_str())
+                .or_default()
+                .push(format!("GPU{}", gn.gpu.index));
+        }
+    }
+    let idle: Vec<String> = rails
+        .iter()
+        .map(|(d, _)| d.name.clone())
+        .filter(|n| scope.gpus_using(n).is_empty())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if idle.is_empty() || scope.gpu_nics.is_empty() {
+        return;
+    }
+    for (nic, gpus) in only_nic.iter().filter(|(_, g)| g.len() > 1) {
+        out.push(
+            out.warning(format!(
+                "{} are all nearest to {nic} alone, while {} is nearest to no GPU",
+                list(gpus),
+                list(&idle)
+            ))
+            .why("NCCL gives each GPU its closest NIC: these GPUs share one rail's bandwidth while another rail idles (or is reached through the CPU)")
+            .fix("place one NIC per GPU on the GPU's PCIe switch (request the matching VF/NIC per GPU), or accept PXB/PHB paths with NCCL_CROSS_NIC=1"),
+        );
+    }
+}
+
+/// Rails of different link layers, or of different speeds within one link layer.
+fn mixed(scope: &Scope, out: &mut Sink, rails: &[(&RdmaDevice, &Port)]) {
+    let mut layers: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (d, p) in rails {
+        layers
+            .entry(layer(p))
+            .or_default()
+            .push(port_name(d, p.number));
+    }
+    if layers.len() > 1 {
+        let parts: Vec<String> = layers
+            .iter()
+            .map(|(l, n)| format!("{l} on {}", list(n)))
+            .collect();
+        out.push(
+            out.warning(format!("rails mix link layers: {}", parts.join("; ")))
+                .with("/proc/self/environ", format!("NCCL_IB_HCA={}", scope.topo.process.env.get("NCCL_IB_HCA").map_or("(unset)", |v| v.as_str())))
+                .why("NCCL cannot fuse or connect devices of different link layers; the InfiniBand and Ethernet rails form separate networks")
+                .fix(format!("select the compute fabric only{}", hca_hint(scope))),
+        );
+    }
+    for l in layers.keys() {
+        let mut speeds: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (d, p) in rails.iter().filter(|(_, p)| layer(p) == *l) {
+            speeds
+                .entry(speed(p))
+                .or_default()
+                .push(port_name(d, p.number));
+        }
+        if speeds.len() < 2 {
+            continue;
+        }
+        let parts: Vec<String> = speeds
+            .iter()
+            .map(|(s, n)| format!("{s} on {}", list(n)))
+            .collect();
+        let mut f = out.warning(format!(
+            "{l} rails run at different speeds: {}",
+            parts.join("; ")
+        ));
+        for (d, p) in rails.iter().filter(|(_, p)| layer(p) == *l) {
+            if let Some(r) = &p.rate {
+                f = f.with(
+                    format!("{}/rate", port_dir(&d.name, p.number)),
+                    format!("{} Gb/sec ({}X {})", r.gbps, r.lanes, r.speed),
+                );
+            }
+        }
+        out.push(f
+            .why("collectives stripe data evenly over the rails: the slowest rail sets the pace for all")
+            .fix("find why a port trained low (cable, transceiver, switch port speed: `mlxlink -d <dev> -m`), or leave the slow rails out of NCCL_IB_HCA"));
+    }
+}
+
+/// `NCCL_IB_HCA` is unset and NCCL would also open ports that are not compute rails
+/// (another fabric, the front-end NIC, ports without a usable GID).
+fn unplanned(scope: &Scope, out: &mut Sink) {
+    let extra = scope.unplanned_ports();
+    if extra.is_empty() {
+        return;
+    }
+    // Group ports of the same kind and reason: `mlx5_1 and mlx5_7 (Ethernet, 200 Gb/s: …)`.
+    let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for (d, p) in &extra {
+        let kind = format!("{}, {}", layer(p), speed(p));
+        let reason = scope
+            .plan_reason(&d.name, p.number)
+            .unwrap_or("not selected by `rdmatopo nccl-env`")
+            .to_string();
+        groups
+            .entry((kind, reason))
+            .or_default()
+            .push(port_name(d, p.number));
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|((kind, reason), names)| format!("{} ({kind}; {reason})", short_list(names, 6)))
+        .collect();
+    out.push(
+        out.warning(format!(
+            "NCCL_IB_HCA is not set: besides the compute rails NCCL would also open {}",
+            parts.join("; and ")
+        ))
+        .with("/proc/self/environ", "NCCL_IB_HCA unset")
+        .why("without NCCL_IB_HCA NCCL opens every ACTIVE port; ports of another fabric or the front-end network cannot reach the other nodes' compute ports, and a port without a routable GID fails its connections")
+        .fix(format!("set the compute rails explicitly{}", hca_hint(scope))),
+    );
+}
+
+/// `: NCCL_IB_HCA=<plan>` when the plan recommends a value.
+fn hca_hint(scope: &Scope) -> String {
+    match &scope.recommended_ib_hca {
+        Some(v) => format!(": NCCL_IB_HCA={v} (from `rdmatopo nccl-env`)"),
+        None => " with NCCL_IB_HCA".to_string(),
+    }
+}

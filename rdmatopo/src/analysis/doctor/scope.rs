@@ -1,0 +1,310 @@
+//! What the doctor judges: the context (host or pod), the GPUs and RDMA devices this
+//! process owns, and the NIC each GPU would use.
+
+use crate::analysis::affinity::{PathClass, path_class};
+use crate::analysis::container::{ContainerView, Ownership};
+use crate::analysis::plan::{Exclusion, Plan, PlanOptions};
+use crate::model::{Gid, Gpu, PciFunction, Port, RdmaDevice, Topology};
+use crate::parse::{GidType, HcaFilter, LinkLayer, PciAddr, parse_nccl_ib_hca};
+
+pub use crate::analysis::container::Context;
+
+/// The GPU and NICs one rank would use.
+#[derive(Debug, Clone)]
+pub struct GpuNics<'a> {
+    pub gpu: &'a Gpu,
+    /// The nearest usable RDMA devices (all at `class`), in device order.
+    pub nics: Vec<&'a RdmaDevice>,
+    pub class: PathClass,
+}
+
+/// The slice of the topology the doctor judges.
+#[derive(Debug)]
+pub struct Scope<'a> {
+    pub topo: &'a Topology,
+    pub context: Context,
+    /// This process sees the host's netdevs (a host, or a host-network container).
+    pub host_network: bool,
+    /// GPUs this container owns, and those whose owner is unknown.
+    pub gpus: Vec<&'a Gpu>,
+    /// RDMA devices this container owns, and those whose owner is unknown.
+    pub hcas: Vec<&'a RdmaDevice>,
+    /// Every RDMA device judged is known to be this container's.
+    pub hca_ownership_known: bool,
+    /// Per owned GPU, the NIC(s) it would use.
+    pub gpu_nics: Vec<GpuNics<'a>>,
+    /// `NCCL_IB_HCA` as `rdmatopo nccl-env` recommends it, when the plan could be made.
+    pub recommended_ib_hca: Option<String>,
+    /// This process's `NCCL_IB_HCA`, parsed.
+    pub user_filter: Option<HcaFilter>,
+    plan_filter: Option<HcaFilter>,
+    /// Ports `rdmatopo nccl-env` leaves out of `NCCL_IB_HCA`, with its reasons.
+    plan_excluded: Vec<Exclusion>,
+}
+
+impl<'a> Scope<'a> {
+    pub fn of(topo: &'a Topology) -> Self {
+        let view = ContainerView::of(topo);
+        let gpus: Vec<&Gpu> = topo
+            .gpus
+            .iter()
+            .filter(|g| view.gpu(g.pci) != Ownership::Visible)
+            .collect();
+        let hcas: Vec<&RdmaDevice> = topo
+            .rdma_devices
+            .iter()
+            .filter(|d| view.rdma_device(&d.name) != Ownership::Visible)
+            .collect();
+        // On a host, VFs of the host's own PFs are there to be handed to pods and VMs:
+        // they are judged where they are used.
+        let hcas: Vec<&RdmaDevice> = if view.context.is_container() {
+            hcas
+        } else {
+            let pfs: Vec<PciAddr> = hcas.iter().filter_map(|d| d.pci).collect();
+            hcas.iter()
+                .copied()
+                .filter(|d| {
+                    !d.pci
+                        .and_then(|a| topo.pci_function(a))
+                        .and_then(|f| f.physfn)
+                        .is_some_and(|pf| pfs.contains(&pf))
+                })
+                .collect()
+        };
+        let hca_ownership_known = hcas
+            .iter()
+            .all(|d| view.rdma_device(&d.name) == Ownership::Owned);
+        let plan = Plan::compute(topo, &PlanOptions::default()).ok();
+        let recommended = plan
+            .as_ref()
+            .and_then(|p| p.env.get("NCCL_IB_HCA").cloned());
+        let mut scope = Self {
+            topo,
+            context: view.context,
+            host_network: view.host_network,
+            gpus,
+            hcas,
+            hca_ownership_known,
+            gpu_nics: Vec::new(),
+            recommended_ib_hca: recommended.clone(),
+            user_filter: topo
+                .process
+                .env
+                .get("NCCL_IB_HCA")
+                .and_then(|v| parse_nccl_ib_hca(v).ok()),
+            plan_filter: recommended.and_then(|v| parse_nccl_ib_hca(&v).ok()),
+            plan_excluded: plan.map(|p| p.excluded).unwrap_or_default(),
+        };
+        scope.gpu_nics = scope
+            .gpus
+            .iter()
+            .filter_map(|g| scope.nearest_nics(g))
+            .collect();
+        scope
+    }
+
+    pub fn function(&self, addr: PciAddr) -> Option<&'a PciFunction> {
+        self.topo.pci_function(addr)
+    }
+
+    /// Owned ACTIVE ports that `filter` selects (all of them without a filter).
+    fn active_ports(&self, filter: Option<&HcaFilter>) -> Vec<(&'a RdmaDevice, &'a Port)> {
+        self.hcas
+            .iter()
+            .flat_map(|d| d.ports.iter().map(move |p| (*d, p)))
+            .filter(|(d, p)| p.is_active() && filter.is_none_or(|f| f.selects(&d.name, p.number)))
+            .collect()
+    }
+
+    /// The rails judged: owned ACTIVE ports that pass this process's `NCCL_IB_HCA`;
+    /// when it is unset, those `rdmatopo nccl-env` selects for compute traffic (or every
+    /// active port, when the plan selects none).
+    pub fn rails(&self) -> Vec<(&'a RdmaDevice, &'a Port)> {
+        if let Some(f) = &self.user_filter {
+            return self.active_ports(Some(f));
+        }
+        let planned = self.active_ports(self.plan_filter.as_ref());
+        if planned.is_empty() {
+            self.active_ports(None)
+        } else {
+            planned
+        }
+    }
+
+    /// With `NCCL_IB_HCA` unset: owned ACTIVE ports NCCL would also open that are not
+    /// compute rails.
+    pub fn unplanned_ports(&self) -> Vec<(&'a RdmaDevice, &'a Port)> {
+        if self.user_filter.is_some() {
+            return Vec::new();
+        }
+        let rails = self.rails();
+        self.active_ports(None)
+            .into_iter()
+            .filter(|(d, p)| {
+                !rails
+                    .iter()
+                    .any(|(rd, rp)| rd.name == d.name && rp.number == p.number)
+            })
+            .collect()
+    }
+
+    /// Whether `NCCL_IB_HCA` (the process's, else the plan's) selects `dev` port `port`.
+    pub fn selected(&self, dev: &str, port: u32) -> bool {
+        self.user_filter
+            .as_ref()
+            .or(self.plan_filter.as_ref())
+            .is_none_or(|f| f.selects(dev, port))
+    }
+
+    /// Owned ports (any state) of the compute fabric: those this process's
+    /// `NCCL_IB_HCA` selects, or when it is unset, those of a link layer the rails use
+    /// (every owned port when there is no rail).
+    pub fn fabric_ports(&self) -> Vec<(&'a RdmaDevice, &'a Port)> {
+        let all = self
+            .hcas
+            .iter()
+            .flat_map(|d| d.ports.iter().map(move |p| (*d, p)));
+        if let Some(f) = &self.user_filter {
+            return all.filter(|(d, p)| f.selects(&d.name, p.number)).collect();
+        }
+        let layers: Vec<Option<LinkLayer>> =
+            self.rails().iter().map(|(_, p)| p.link_layer).collect();
+        all.filter(|(_, p)| layers.is_empty() || layers.contains(&p.link_layer))
+            .collect()
+    }
+
+    /// Why `rdmatopo nccl-env` leaves `dev` port `port` out of `NCCL_IB_HCA`.
+    pub fn plan_reason(&self, dev: &str, port: u32) -> Option<&str> {
+        let with_port = format!("{dev}:{port}");
+        self.plan_excluded
+            .iter()
+            .find(|e| e.device == dev || e.device == with_port)
+            .map(|e| e.reason.as_str())
+    }
+
+    /// Owned, PCI-backed devices with a rail: what NCCL would open.
+    pub fn usable_hcas(&self) -> Vec<&'a RdmaDevice> {
+        let mut out: Vec<&RdmaDevice> = Vec::new();
+        for (d, _) in self.rails() {
+            if d.pci.is_some() && !out.iter().any(|o| o.name == d.name) {
+                out.push(d);
+            }
+        }
+        out
+    }
+
+    /// Whether `dev` is a virtual function.
+    pub fn is_vf(&self, dev: &RdmaDevice) -> bool {
+        dev.pci
+            .and_then(|a| self.function(a))
+            .is_some_and(|f| f.is_vf)
+    }
+
+    /// The usable devices nearest to `gpu` (or, when none is usable, the nearest owned).
+    fn nearest_nics(&self, gpu: &'a Gpu) -> Option<GpuNics<'a>> {
+        let gf = self.function(gpu.pci)?;
+        let usable = self.usable_hcas();
+        let pool: Vec<&RdmaDevice> = if usable.is_empty() {
+            self.hcas
+                .iter()
+                .copied()
+                .filter(|d| d.pci.is_some())
+                .collect()
+        } else {
+            usable
+        };
+        let classed: Vec<(&RdmaDevice, PathClass)> = pool
+            .into_iter()
+            .filter_map(|d| Some((d, path_class(self.topo, gf, self.function(d.pci?)?))))
+            .collect();
+        let best = classed
+            .iter()
+            .map(|(_, c)| *c)
+            .min_by_key(PathClass::rank)?;
+        Some(GpuNics {
+            gpu,
+            nics: classed
+                .iter()
+                .filter(|(_, c)| c.rank() == best.rank())
+                .map(|(d, _)| *d)
+                .collect(),
+            class: best,
+        })
+    }
+
+    /// The GPUs whose nearest NICs include `dev`.
+    pub fn gpus_using(&self, dev: &str) -> Vec<&'a Gpu> {
+        self.gpu_nics
+            .iter()
+            .filter(|g| g.nics.iter().any(|n| n.name == dev))
+            .map(|g| g.gpu)
+            .collect()
+    }
+
+    /// Every RDMA-capable NIC function on the machine, assigned or not: the functions
+    /// behind RDMA devices with an ACTIVE port, and NVIDIA/Mellanox network functions
+    /// (visible on the PCI bus even when their RDMA device is in another namespace).
+    pub fn machine_nics(&self) -> Vec<&'a PciFunction> {
+        self.topo
+            .pci
+            .iter()
+            .filter(|f| {
+                let devs: Vec<&RdmaDevice> = self
+                    .topo
+                    .rdma_devices
+                    .iter()
+                    .filter(|d| d.pci == Some(f.address))
+                    .collect();
+                if devs.is_empty() {
+                    return f.vendor == 0x15b3 && matches!(f.class_code(), 0x0200 | 0x0207);
+                }
+                // A NIC whose every port is known to be down is no alternative.
+                devs.iter().any(|d| d.ports.iter().any(Port::is_active))
+            })
+            .collect()
+    }
+
+    /// The name a function is known by here: its RDMA device, else its netdev, else
+    /// its address.
+    pub fn nic_label(&self, f: &PciFunction) -> String {
+        let rdma = self
+            .topo
+            .rdma_devices
+            .iter()
+            .find(|d| d.pci == Some(f.address));
+        let net = self.topo.netdevs.iter().find(|n| n.pci == Some(f.address));
+        let kind = if f.is_vf { "VF " } else { "" };
+        match (rdma, net) {
+            (Some(d), _) => format!("{kind}{} ({})", d.name, f.address),
+            (None, Some(n)) => format!("{kind}{} ({})", n.name, f.address),
+            (None, None) => format!("{kind}{}", f.address),
+        }
+    }
+
+    /// `GPU0 (0000:18:00.0)`.
+    pub fn gpu_label(&self, gpu: &Gpu) -> String {
+        format!("GPU{} ({})", gpu.index, gpu.pci)
+    }
+
+    /// RoCE ports (Ethernet link layer) of the compute fabric.
+    pub fn roce_ports(&self) -> Vec<(&'a RdmaDevice, &'a Port)> {
+        self.fabric_ports()
+            .into_iter()
+            .filter(|(_, p)| p.link_layer == Some(LinkLayer::Ethernet))
+            .collect()
+    }
+}
+
+/// The GID NCCL's automatic selection picks on a port (`ncclIbGetGidIndex`): index 0
+/// on InfiniBand; on RoCE the lowest IPv4-mapped RoCE v2 GID, else the lowest IPv4
+/// GID of any version, else slot 0 (which may be empty in a pod).
+pub fn nccl_gid(port: &Port) -> Option<&Gid> {
+    if port.link_layer != Some(LinkLayer::Ethernet) {
+        return port.gids.iter().find(|g| g.index == 0);
+    }
+    let ipv4 = || port.gids.iter().filter(|g| g.ipv4.is_some());
+    ipv4()
+        .find(|g| g.gid_type == Some(GidType::RoceV2))
+        .or_else(|| ipv4().next())
+        .or_else(|| port.gids.iter().find(|g| g.index == 0))
+}

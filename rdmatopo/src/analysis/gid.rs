@@ -1,0 +1,252 @@
+//! The RoCE GID index NCCL picks by itself for a port (`ncclIbGetGidIndex`, automatic
+//! since NCCL 2.21.5), restricted to what this network namespace can use.
+//!
+//! NCCL scans the GID table (`/sys/class/infiniband/<dev>/ports/<p>/gids/<i>`) for the
+//! lowest index that holds an IPv4-mapped address (`::ffff:a.b.c.d`) of RoCE version 2
+//! (`gid_attrs/types/<i>`), falling back to any IPv4-mapped GID, and it skips indexes
+//! whose `types/<i>` cannot be read (the EINVAL a pod gets for slots that belong to
+//! another namespace). On top of that this module never picks an all-zero or
+//! link-local (`fe80::/64`) GID, nor one whose netdev (`gid_attrs/ndevs/<i>`) is not
+//! visible here: inside a pod the right index is that of the pod's own interface,
+//! which is why it differs between a host and its pods. When a port has no IPv4 GID,
+//! an IPv6 one is chosen (NCCL then needs `NCCL_IB_ADDR_FAMILY=AF_INET6`). InfiniBand
+//! ports get nothing: NCCL uses index 0 there and ignores `NCCL_IB_GID_INDEX`.
+
+use crate::model::{Gid, Port, Topology};
+use crate::parse::{GidType, LinkLayer, gid_is_link_local, gid_is_zero, parse_gid};
+use serde::{Deserialize, Serialize};
+
+/// The GID a RoCE port should use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GidChoice {
+    /// RDMA device (`/sys/class/infiniband/<device>`).
+    pub device: String,
+    pub port: u32,
+    /// Index into the port's GID table (`gids/<index>`).
+    pub index: u32,
+    /// The GID as the kernel prints it.
+    pub gid: String,
+    /// The IPv4 address of an IPv4-mapped GID.
+    pub ipv4: Option<String>,
+    /// `gid_attrs/ndevs/<index>`: the interface that owns the address.
+    pub netdev: Option<String>,
+}
+
+impl GidChoice {
+    /// Whether the chosen GID is an IPv6 address (NCCL's default family is IPv4).
+    pub fn is_ipv6(&self) -> bool {
+        self.ipv4.is_none()
+    }
+}
+
+/// Why a GID table entry cannot be chosen, or `None` when it can.
+pub fn unusable_reason(topo: &Topology, gid: &Gid) -> Option<&'static str> {
+    let Ok(addr) = parse_gid(&gid.gid) else {
+        return Some("not a GID");
+    };
+    if gid_is_zero(&addr) {
+        return Some("all-zero (empty slot)");
+    }
+    if gid_is_link_local(&addr) {
+        return Some("link-local (fe80::/64)");
+    }
+    if gid.gid_type.is_none() {
+        return Some("type unreadable (slot not mapped into this namespace)");
+    }
+    match gid.netdev.as_deref() {
+        None => Some("no netdev"),
+        Some(n) if topo.netdev(n).is_none() => Some("its netdev is not in this network namespace"),
+        Some(_) => None,
+    }
+}
+
+/// Whether a port runs RoCE: Ethernet link layer, or an unknown link layer with RoCE
+/// GID types.
+pub fn is_roce(port: &Port) -> bool {
+    match port.link_layer {
+        Some(LinkLayer::Ethernet) => true,
+        Some(LinkLayer::InfiniBand) => false,
+        Some(LinkLayer::Unknown) | None => port
+            .gids
+            .iter()
+            .any(|g| g.gid_type == Some(GidType::RoceV2)),
+    }
+}
+
+/// The GID index NCCL's automatic choice lands on for `device` port `port`, among the
+/// GIDs usable from this namespace. `None` for InfiniBand ports, unknown ports, and
+/// RoCE ports without a usable GID.
+pub fn choose_gid(topo: &Topology, device: &str, port: u32) -> Option<GidChoice> {
+    let dev = topo.rdma_device(device)?;
+    let p = dev.ports.iter().find(|p| p.number == port)?;
+    if !is_roce(p) {
+        return None;
+    }
+    let best = p
+        .gids
+        .iter()
+        .filter(|g| unusable_reason(topo, g).is_none())
+        .min_by_key(|g| {
+            (
+                g.ipv4.is_none(),
+                g.gid_type != Some(GidType::RoceV2),
+                g.index,
+            )
+        })?;
+    Some(GidChoice {
+        device: device.to_string(),
+        port,
+        index: best.index,
+        gid: best.gid.clone(),
+        ipv4: best.ipv4.clone(),
+        netdev: best.netdev.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Netdev, NetdevKind, RdmaDevice};
+    use crate::parse::PciAddr;
+
+    pub(crate) fn gid(index: u32, text: &str, ty: Option<GidType>, ndev: Option<&str>) -> Gid {
+        let addr = parse_gid(text).unwrap();
+        Gid {
+            index,
+            gid: crate::parse::format_gid(&addr),
+            ipv4: crate::parse::gid_ipv4(&addr).map(|a| a.to_string()),
+            gid_type: ty,
+            netdev: ndev.map(str::to_string),
+        }
+    }
+
+    fn netdev(name: &str) -> Netdev {
+        Netdev {
+            name: name.into(),
+            kind: NetdevKind::Physical,
+            pci: None,
+            mtu: Some(9000),
+            operstate: Some("up".into()),
+            carrier: Some(true),
+            speed_mbps: None,
+            address: None,
+            arphrd: Some(1),
+            ifindex: None,
+            iflink: None,
+            master: None,
+            bond: None,
+            ipv4: Vec::new(),
+        }
+    }
+
+    fn topo_with(link_layer: LinkLayer, gids: Vec<Gid>, netdevs: &[&str]) -> Topology {
+        let mut t = Topology::empty("test");
+        t.rdma_devices.push(RdmaDevice {
+            name: "mlx5_0".into(),
+            pci: Some(PciAddr::new(0, 0x18, 0, 0)),
+            node_type: None,
+            node_guid: None,
+            sys_image_guid: None,
+            fw_ver: None,
+            hca_type: None,
+            board_id: None,
+            ports: vec![Port {
+                number: 1,
+                state: Some(crate::parse::PortState::Active),
+                phys_state: None,
+                rate: None,
+                link_layer: Some(link_layer),
+                lid: None,
+                gid_table_len: 16,
+                gids,
+                netdev: None,
+            }],
+            uverbs: None,
+        });
+        t.netdevs = netdevs.iter().map(|n| netdev(n)).collect();
+        t
+    }
+
+    const V1: Option<GidType> = Some(GidType::IbRoceV1);
+    const V2: Option<GidType> = Some(GidType::RoceV2);
+
+    /// The usual host table: link-local v1/v2 at 0/1, IPv4 v1/v2 at 2/3.
+    #[test]
+    fn host_table_picks_ipv4_roce_v2() {
+        let t = topo_with(
+            LinkLayer::Ethernet,
+            vec![
+                gid(0, "fe80::b8ce:f6ff:fe00:1", V1, Some("ens18np0")),
+                gid(1, "fe80::b8ce:f6ff:fe00:1", V2, Some("ens18np0")),
+                gid(2, "::ffff:10.8.10.4", V1, Some("ens18np0")),
+                gid(3, "::ffff:10.8.10.4", V2, Some("ens18np0")),
+            ],
+            &["ens18np0"],
+        );
+        let c = choose_gid(&t, "mlx5_0", 1).unwrap();
+        assert_eq!(c.index, 3);
+        assert_eq!(c.ipv4.as_deref(), Some("10.8.10.4"));
+        assert_eq!(c.netdev.as_deref(), Some("ens18np0"));
+    }
+
+    /// In a pod the host's slots are unreadable or name netdevs of another namespace;
+    /// the pod's own interface sits higher in the table.
+    #[test]
+    fn pod_table_skips_other_namespaces() {
+        let t = topo_with(
+            LinkLayer::Ethernet,
+            vec![
+                gid(2, "::ffff:10.8.10.4", None, None),
+                gid(3, "::ffff:10.8.10.4", V2, Some("ens18np0")),
+                gid(4, "::ffff:10.152.0.12", V1, Some("net1")),
+                gid(5, "::ffff:10.152.0.12", V2, Some("net1")),
+            ],
+            &["eth0", "net1"],
+        );
+        assert_eq!(choose_gid(&t, "mlx5_0", 1).unwrap().index, 5);
+    }
+
+    #[test]
+    fn ipv4_before_version_then_ipv6() {
+        let t = topo_with(
+            LinkLayer::Ethernet,
+            vec![
+                gid(1, "2001:db8::1", V2, Some("e")),
+                gid(2, "::ffff:10.0.0.1", V1, Some("e")),
+            ],
+            &["e"],
+        );
+        assert_eq!(choose_gid(&t, "mlx5_0", 1).unwrap().index, 2);
+        let t = topo_with(
+            LinkLayer::Ethernet,
+            vec![
+                gid(1, "2001:db8::1", V1, Some("e")),
+                gid(2, "2001:db8::1", V2, Some("e")),
+            ],
+            &["e"],
+        );
+        let c = choose_gid(&t, "mlx5_0", 1).unwrap();
+        assert_eq!((c.index, c.is_ipv6()), (2, true));
+    }
+
+    #[test]
+    fn nothing_on_infiniband_or_without_usable_gid() {
+        let t = topo_with(
+            LinkLayer::InfiniBand,
+            vec![gid(0, "fe80::1", None, None)],
+            &[],
+        );
+        assert_eq!(choose_gid(&t, "mlx5_0", 1), None);
+        let t = topo_with(
+            LinkLayer::Ethernet,
+            vec![
+                gid(0, "fe80::1", V2, Some("e")),
+                gid(1, "::ffff:10.0.0.1", V2, Some("gone")),
+            ],
+            &["e"],
+        );
+        assert_eq!(choose_gid(&t, "mlx5_0", 1), None);
+        assert_eq!(choose_gid(&t, "mlx5_9", 1), None);
+        assert_eq!(choose_gid(&t, "mlx5_0", 2), None);
+    }
+}

@@ -1,0 +1,1396 @@
+//! Kubernetes configuration from the node's real topology: resource pools for
+//! k8s-rdma-shared-dev-plugin and sriov-network-device-plugin (one per compute rail,
+//! or per PCIe switch), Node Feature Discovery labels, and a Pod or Job that asks for
+//! GPUs with their rails.
+//!
+//! Which ports are rails comes from the NCCL plan ([`super::rails`]): storage,
+//! front-end and down ports are left out unless asked for. Every generator is a pure
+//! function of the [`Topology`] returning serde values; the notes beside each value
+//! are facts for the reader (the CLI writes them as YAML comments).
+//!
+//! The plugins' own rules are kept here: k8s-rdma-shared-dev-plugin resource names
+//! match `^[a-zA-Z0-9_]+$` and are unique, `rdmaHcaMax` ≥ 0, every entry has
+//! selectors; sriov-network-device-plugin names are unique per prefix and use no
+//! hyphen (its README), `pfNames` VF ranges are `<pf>#<i>,<a>-<b>`. NFD label names
+//! and values follow the Kubernetes label syntax.
+
+use super::AnalysisError;
+use super::rails::{HcaPort, NodeRails};
+use crate::model::{NetnsMode, Topology};
+use crate::parse::{LinkLayer, PciAddr};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A generated value and the facts behind it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Generated<T> {
+    pub value: T,
+    /// One line each: the node facts and choices a reader should see (YAML comments).
+    pub notes: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------
+// Kubernetes objects (only the fields generated here)
+// ---------------------------------------------------------------------------------
+
+/// `metadata`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectMeta {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A `v1` ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMap {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub data: BTreeMap<String, String>,
+}
+
+impl ConfigMap {
+    /// A ConfigMap holding `value` as pretty JSON under `key`.
+    pub fn with_json<T: Serialize>(
+        name: &str,
+        namespace: &str,
+        key: &str,
+        value: &T,
+    ) -> Result<Self, AnalysisError> {
+        let mut text = serde_json::to_string_pretty(value)
+            .map_err(|e| AnalysisError::Invalid(format!("cannot serialize {key}: {e}")))?;
+        text.push('\n');
+        Ok(Self {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            metadata: ObjectMeta {
+                name: name.into(),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            },
+            data: BTreeMap::from([(key.to_string(), text)]),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Names
+// ---------------------------------------------------------------------------------
+
+fn is_alnum(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+}
+
+/// A label value: empty, or at most 63 of `[A-Za-z0-9._-]` with an alphanumeric
+/// first and last character.
+pub fn is_label_value(v: &str) -> bool {
+    v.is_empty() || is_label_name_part(v)
+}
+
+/// The name part of a qualified name: 1–63 of `[A-Za-z0-9._-]`, alphanumeric at both
+/// ends.
+fn is_label_name_part(n: &str) -> bool {
+    n.len() <= 63
+        && n.starts_with(is_alnum)
+        && n.ends_with(is_alnum)
+        && n.chars()
+            .all(|c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
+}
+
+/// A DNS subdomain (RFC 1123): at most 253 characters, dot-separated labels of
+/// lowercase letters, digits and `-`, alphanumeric at both ends.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253
+        && !s.is_empty()
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && l.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        })
+}
+
+/// A label key: `[prefix/]name`, the prefix a DNS subdomain.
+pub fn is_label_key(k: &str) -> bool {
+    match k.rsplit_once('/') {
+        Some((prefix, name)) => is_dns_subdomain(prefix) && is_label_name_part(name),
+        None => is_label_name_part(k),
+    }
+}
+
+/// NFD's nfd-master drops labels in `kubernetes.io` and `*.kubernetes.io`, except these.
+const NFD_ALLOWED_K8S_NS: [&str; 2] = ["feature.node.kubernetes.io", "profile.node.kubernetes.io"];
+
+fn check_label_prefix(prefix: &str) -> Result<(), AnalysisError> {
+    if !is_dns_subdomain(prefix) {
+        return Err(AnalysisError::Invalid(format!(
+            "label prefix {prefix:?} is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
+        )));
+    }
+    let k8s = prefix == "kubernetes.io" || prefix.ends_with(".kubernetes.io");
+    if k8s && !NFD_ALLOWED_K8S_NS.contains(&prefix) {
+        return Err(AnalysisError::Invalid(format!(
+            "label prefix {prefix:?}: NFD denies kubernetes.io namespaces other than {}",
+            NFD_ALLOWED_K8S_NS.join(" and ")
+        )));
+    }
+    Ok(())
+}
+
+/// `[a-zA-Z0-9_]` only: every other character becomes `_`.
+fn resource_word(s: &str) -> String {
+    s.chars()
+        .map(|c| if is_alnum(c) || c == '_' { c } else { '_' })
+        .collect()
+}
+
+/// `base`, or `base_2`, `base_3`, … when taken.
+fn unique(base: String, taken: &mut BTreeSet<String>) -> String {
+    let mut name = base.clone();
+    let mut n = 2;
+    while !taken.insert(name.clone()) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    name
+}
+
+/// A DNS-1123 label for a Multus network from a pool name.
+fn network_name(pool: &str) -> String {
+    let s: String = pool
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let s = s.trim_matches('-');
+    s[..s.len().min(63)].trim_end_matches('-').to_string()
+}
+
+// ---------------------------------------------------------------------------------
+// Describing rails
+// ---------------------------------------------------------------------------------
+
+fn link_word(l: Option<LinkLayer>) -> &'static str {
+    match l {
+        Some(LinkLayer::InfiniBand) => "InfiniBand",
+        Some(LinkLayer::Ethernet) => "Ethernet (RoCE)",
+        _ => "unknown link layer",
+    }
+}
+
+fn gbps(v: f64) -> String {
+    format!("{v}")
+}
+
+/// `mlx5_0:1 (0000:18:00.0, ibp24s0, InfiniBand 400 Gb/s, NUMA 0)`.
+fn describe_port(p: &HcaPort) -> String {
+    let mut parts = Vec::new();
+    if let Some(a) = p.pci {
+        parts.push(a.to_string());
+    }
+    if let Some(n) = &p.netdev {
+        parts.push(n.clone());
+    }
+    let mut link = link_word(p.link_layer).to_string();
+    if let Some(r) = p.rate_gbps {
+        link.push_str(&format!(" {} Gb/s", gbps(r)));
+    }
+    parts.push(link);
+    if let Some(n) = p.numa_node {
+        parts.push(format!("NUMA {n}"));
+    }
+    format!("{} ({})", p.label, parts.join(", "))
+}
+
+/// `for GPU 0000:1b:00.0 at PXB`.
+fn describe_gpus(p: &HcaPort) -> String {
+    if p.gpus.is_empty() {
+        return "no GPU prefers it".to_string();
+    }
+    let gpus: Vec<String> = p.gpus.iter().map(PciAddr::to_string).collect();
+    match p.gpu_class {
+        Some(c) => format!("for GPU {} at {c}", gpus.join(", ")),
+        None => format!("for GPU {}", gpus.join(", ")),
+    }
+}
+
+/// The ports a pool generator considers: the rails, then (when asked) the other ports
+/// of PCI-backed HCAs with the reason they are not rails.
+fn candidate_ports(rails: &NodeRails, include_excluded: bool) -> Vec<(&HcaPort, Option<&str>)> {
+    let mut v: Vec<(&HcaPort, Option<&str>)> =
+        rails.rails.iter().map(|r| (&r.port, None)).collect();
+    if include_excluded {
+        v.extend(
+            rails
+                .left_out
+                .iter()
+                .map(|l| (&l.port, Some(l.reason.as_str()))),
+        );
+    }
+    v
+}
+
+fn rail_word(rails: &NodeRails, p: &HcaPort) -> String {
+    match rails.rails.iter().find(|r| r.port.label == p.label) {
+        Some(r) => format!("rail {}", r.index),
+        None => "not a rail".to_string(),
+    }
+}
+
+fn node_summary(topo: &Topology, rails: &NodeRails) -> String {
+    let mut s = format!(
+        "node: {} GPU{}, {} compute rail{}",
+        topo.gpus.len(),
+        if topo.gpus.len() == 1 { "" } else { "s" },
+        rails.rails.len(),
+        if rails.rails.len() == 1 { "" } else { "s" }
+    );
+    if !rails.rails.is_empty() {
+        s.push_str(&format!(" ({}", link_word(rails.link_layer())));
+        if let Some(r) = rails.min_rate_gbps() {
+            s.push_str(&format!(", slowest {} Gb/s", gbps(r)));
+        }
+        s.push(')');
+    }
+    if let Some(c) = rails.worst_gpu_class() {
+        s.push_str(&format!(", worst GPU-rail path {c}"));
+    }
+    s.push_str(&format!(
+        ", RDMA netns mode {}",
+        match topo.host.rdma_netns_mode {
+            Some(NetnsMode::Shared) => "shared",
+            Some(NetnsMode::Exclusive) => "exclusive",
+            None => "unknown",
+        }
+    ));
+    s.push_str(if topo.host.peermem.is_empty() {
+        ", no GPUDirect RDMA peer-memory module"
+    } else {
+        ", GPUDirect RDMA peer memory loaded"
+    });
+    s
+}
+
+fn container_note(topo: &Topology) -> Option<String> {
+    let view = super::container::ContainerView::of(topo);
+    view.context.is_container().then(|| {
+        format!(
+            "the root is a {}'s view: this describes the devices it lists, read as the node's",
+            view.context
+        )
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// k8s-rdma-shared-dev-plugin
+// ---------------------------------------------------------------------------------
+
+/// Options of [`rdma_shared_dev_plugin`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedDevPluginOptions {
+    /// Pods that may share one pool at once (`rdmaHcaMax`).
+    pub rdma_hca_max: u32,
+    /// `resourcePrefix`; `None` keeps the plugin's default, `rdma`.
+    pub resource_prefix: Option<String>,
+    /// Also make pools of the ports the plan leaves out (storage, front-end, down).
+    pub include_excluded: bool,
+    /// `periodicUpdateInterval` in seconds; `None` keeps the plugin's 60.
+    pub periodic_update_interval: Option<u32>,
+}
+
+impl Default for SharedDevPluginOptions {
+    /// `rdmaHcaMax` 63, as the NVIDIA Network Operator sets it: a RoCE port has 128 GID
+    /// entries (nccl.md, ecosystem.md C.1), and each pod's macvlan takes a v1 and a v2.
+    fn default() -> Self {
+        Self {
+            rdma_hca_max: 63,
+            resource_prefix: None,
+            include_excluded: false,
+            periodic_update_interval: None,
+        }
+    }
+}
+
+/// `selectors` of a k8s-rdma-shared-dev-plugin resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedSelectors {
+    pub if_names: Vec<String>,
+}
+
+/// One `configList` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedResource {
+    pub resource_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_prefix: Option<String>,
+    pub rdma_hca_max: u32,
+    pub selectors: SharedSelectors,
+}
+
+/// The plugin's `config.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedDevPluginConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periodic_update_interval: Option<u32>,
+    pub config_list: Vec<SharedResource>,
+}
+
+impl SharedDevPluginConfig {
+    /// The plugin's `ValidateConfigs` rules: a non-empty list, names of
+    /// `[a-zA-Z0-9_]`, unique, and non-empty selectors.
+    ///
+    /// # Errors
+    /// The first rule broken.
+    pub fn validate(&self) -> Result<(), AnalysisError> {
+        if self.config_list.is_empty() {
+            return Err(AnalysisError::Invalid("configList is empty".into()));
+        }
+        let mut seen = BTreeSet::new();
+        for r in &self.config_list {
+            let n = &r.resource_name;
+            if n.is_empty() || !n.chars().all(|c| is_alnum(c) || c == '_') {
+                return Err(AnalysisError::Invalid(format!(
+                    "resourceName {n:?} does not match ^[a-zA-Z0-9_]+$"
+                )));
+            }
+            if !seen.insert(n.as_str()) {
+                return Err(AnalysisError::Invalid(format!(
+                    "resourceName {n:?} repeats"
+                )));
+            }
+            if r.selectors.if_names.is_empty() {
+                return Err(AnalysisError::Invalid(format!("{n}: no selector")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A pool and the ports in it.
+#[derive(Debug, Clone)]
+struct Pool<R> {
+    resource: R,
+    ports: Vec<String>,
+}
+
+/// What a pool generator made: the pools, notes for the reader, and why candidate
+/// ports got no pool (also among the notes).
+#[derive(Debug, Clone)]
+struct Pools<R> {
+    pools: Vec<Pool<R>>,
+    notes: Vec<String>,
+    skipped: Vec<String>,
+}
+
+fn shared_pools(
+    topo: &Topology,
+    rails: &NodeRails,
+    opts: &SharedDevPluginOptions,
+) -> Pools<SharedResource> {
+    let mut notes = Vec::new();
+    let mut skipped = Vec::new();
+    let mut taken = BTreeSet::new();
+    let mut pools = Vec::new();
+    let prefix = opts.resource_prefix.as_deref().unwrap_or("rdma");
+    for (p, left_out) in candidate_ports(rails, opts.include_excluded) {
+        let Some(ifname) = p.pci_netdev.as_ref().or(p.netdev.as_ref()) else {
+            skipped.push(format!(
+                "{}: {} has no netdev, and the plugin selects devices by netdev name only: no pool",
+                rail_word(rails, p),
+                describe_port(p)
+            ));
+            continue;
+        };
+        let name = unique(format!("hca_{}", resource_word(ifname)), &mut taken);
+        let why = match left_out {
+            Some(r) => format!("not a compute rail ({r})"),
+            None => describe_gpus(p),
+        };
+        notes.push(format!(
+            "{prefix}/{name}: {}, {}, {why}",
+            rail_word(rails, p),
+            describe_port(p)
+        ));
+        pools.push(Pool {
+            resource: SharedResource {
+                resource_name: name,
+                resource_prefix: opts.resource_prefix.clone(),
+                rdma_hca_max: opts.rdma_hca_max,
+                selectors: SharedSelectors {
+                    if_names: vec![ifname.clone()],
+                },
+            },
+            ports: vec![p.label.clone()],
+        });
+    }
+    if !opts.include_excluded {
+        for l in &rails.left_out {
+            notes.push(format!(
+                "left out {}: {} (--include-excluded adds it)",
+                l.port.label, l.reason
+            ));
+        }
+    }
+    if topo.host.rdma_netns_mode == Some(NetnsMode::Exclusive) {
+        notes.push(
+            "the RDMA netns mode is exclusive: k8s-rdma-shared-dev-plugin refuses to start in that mode"
+                .into(),
+        );
+    }
+    notes.push(
+        "the plugin advertises its pools without a NUMA node, so the kubelet Topology Manager cannot align them with GPUs; request the pool of each GPU's rail"
+            .into(),
+    );
+    notes.extend(skipped.iter().cloned());
+    Pools {
+        pools,
+        notes,
+        skipped,
+    }
+}
+
+/// The `config.json` of k8s-rdma-shared-dev-plugin: one pool per compute rail, each
+/// selecting its netdev by name.
+///
+/// # Errors
+/// When no port can make a pool (the plugin refuses an empty `configList`), or the
+/// plan cannot be computed.
+pub fn rdma_shared_dev_plugin(
+    topo: &Topology,
+    opts: &SharedDevPluginOptions,
+) -> Result<Generated<SharedDevPluginConfig>, AnalysisError> {
+    let rails = NodeRails::of(topo)?;
+    let Pools {
+        pools,
+        mut notes,
+        skipped,
+    } = shared_pools(topo, &rails, opts);
+    if pools.is_empty() {
+        return Err(AnalysisError::Invalid(no_pool_reason(
+            topo,
+            &rails,
+            "compute rail with a netdev",
+            &skipped,
+        )));
+    }
+    let config = SharedDevPluginConfig {
+        periodic_update_interval: opts.periodic_update_interval,
+        config_list: pools.into_iter().map(|p| p.resource).collect(),
+    };
+    config.validate()?;
+    notes.insert(0, node_summary(topo, &rails));
+    notes.extend(container_note(topo));
+    Ok(Generated {
+        value: config,
+        notes,
+    })
+}
+
+/// `a; b; c; … (n in all)`.
+fn some_of(items: &[String]) -> String {
+    const SHOWN: usize = 4;
+    if items.len() <= SHOWN {
+        items.join("; ")
+    } else {
+        format!("{}; … ({} in all)", items[..SHOWN].join("; "), items.len())
+    }
+}
+
+fn no_pool_reason(topo: &Topology, rails: &NodeRails, what: &str, skipped: &[String]) -> String {
+    let mut s = format!("no {what} on this node, so no resource pool");
+    if !rails.rdma_capable {
+        s.push_str(" (no PCI RDMA device)");
+    }
+    if !skipped.is_empty() {
+        s.push_str(&format!("; {}", some_of(skipped)));
+    }
+    if !rails.left_out.is_empty() {
+        let why: Vec<String> = rails
+            .left_out
+            .iter()
+            .map(|l| format!("{}: {}", l.port.label, l.reason))
+            .collect();
+        s.push_str(&format!("; left out of the rails: {}", some_of(&why)));
+    }
+    if let Some(n) = container_note(topo) {
+        s.push_str(&format!("; {n}"));
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------
+// sriov-network-device-plugin
+// ---------------------------------------------------------------------------------
+
+/// How VF pools are cut.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolBy {
+    /// One pool per rail: a pod asks for the VF of its GPU's rail.
+    #[default]
+    Rail,
+    /// One pool per PCIe switch: the rails under one switch share a pool.
+    Switch,
+}
+
+/// Options of [`sriov_device_plugin`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SriovDpOptions {
+    /// `resourcePrefix` of every pool (the plugin's own default is `intel.com`).
+    pub resource_prefix: String,
+    pub pool_by: PoolBy,
+    /// Also make pools of the ports the plan leaves out.
+    pub include_excluded: bool,
+}
+
+impl Default for SriovDpOptions {
+    fn default() -> Self {
+        Self {
+            resource_prefix: "nvidia.com".into(),
+            pool_by: PoolBy::Rail,
+            include_excluded: false,
+        }
+    }
+}
+
+/// One `selectors` entry of a `netDevice` resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SriovSelectors {
+    pub vendors: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+    pub pf_names: Vec<String>,
+    pub is_rdma: bool,
+}
+
+/// One `resourceList` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SriovResource {
+    pub resource_name: String,
+    pub resource_prefix: String,
+    pub device_type: String,
+    pub selectors: Vec<SriovSelectors>,
+}
+
+/// The plugin's `config.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SriovDpConfig {
+    pub resource_list: Vec<SriovResource>,
+}
+
+impl SriovDpConfig {
+    /// The plugin's rules: names of `[a-zA-Z0-9_]` (its code also takes `-`, its
+    /// README advises against), `prefix/name` unique, a known `deviceType`, and
+    /// selectors whose `pfNames` parse.
+    ///
+    /// # Errors
+    /// The first rule broken.
+    pub fn validate(&self) -> Result<(), AnalysisError> {
+        let mut seen = BTreeSet::new();
+        for r in &self.resource_list {
+            let n = &r.resource_name;
+            if n.is_empty() || !n.chars().all(|c| is_alnum(c) || c == '_') {
+                return Err(AnalysisError::Invalid(format!(
+                    "resourceName {n:?} does not match ^[a-zA-Z0-9_]+$"
+                )));
+            }
+            if !seen.insert(format!("{}/{n}", r.resource_prefix)) {
+                return Err(AnalysisError::Invalid(format!(
+                    "{}/{n} repeats",
+                    r.resource_prefix
+                )));
+            }
+            if !matches!(
+                r.device_type.as_str(),
+                "netDevice" | "accelerator" | "auxNetDevice"
+            ) {
+                return Err(AnalysisError::Invalid(format!(
+                    "{n}: deviceType {:?}",
+                    r.device_type
+                )));
+            }
+            if r.selectors.is_empty() || r.selectors.iter().any(|s| s.pf_names.is_empty()) {
+                return Err(AnalysisError::Invalid(format!("{n}: no pfNames selector")));
+            }
+            for pf in r.selectors.iter().flat_map(|s| &s.pf_names) {
+                parse_pf_name(pf)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `pf#0-3,5` into the PF and its VF indexes (all, when there is no `#`).
+///
+/// # Errors
+/// When a range does not parse, as the plugin would drop the selector.
+pub fn parse_pf_name(s: &str) -> Result<(&str, Option<Vec<u32>>), AnalysisError> {
+    let bad = || AnalysisError::Invalid(format!("pfNames entry {s:?} is not <pf>[#<i>,<a>-<b>…]"));
+    let Some((pf, ranges)) = s.split_once('#') else {
+        return if s.is_empty() {
+            Err(bad())
+        } else {
+            Ok((s, None))
+        };
+    };
+    if pf.is_empty() {
+        return Err(bad());
+    }
+    let mut out = Vec::new();
+    for part in ranges.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok((pf, Some(out)))
+}
+
+/// `0-7`, `0,2-5`.
+fn vf_ranges(indexes: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < indexes.len() {
+        let start = indexes[i];
+        let mut end = start;
+        while i + 1 < indexes.len() && indexes[i + 1] == end + 1 {
+            i += 1;
+            end = indexes[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// A rail PF's `pfNames` entry, and what a reader should know about its VFs.
+fn pf_entry(p: &HcaPort, pf: &str) -> (String, Vec<String>) {
+    let mut notes = Vec::new();
+    let Some(v) = &p.sriov else {
+        return (pf.to_string(), notes);
+    };
+    let entry = if v.vf_indexes.is_empty() {
+        notes.push(format!(
+            "{pf}: sriov_numvfs is 0 (up to {} VFs): create them before the device plugin starts, it does not rescan (/sys/bus/pci/devices/{}/sriov_numvfs)",
+            v.total_vfs,
+            p.pci.map(|a| a.to_string()).unwrap_or_default()
+        ));
+        pf.to_string()
+    } else {
+        format!("{pf}#{}", vf_ranges(&v.vf_indexes))
+    };
+    if !v.vf_indexes.is_empty() && v.rdma_vfs == 0 {
+        notes.push(format!(
+            "{pf}: its VFs have no RDMA device (driver not bound, or RDMA disabled on them), so isRdma matches none"
+        ));
+    }
+    (entry, notes)
+}
+
+fn sriov_pools(rails: &NodeRails, opts: &SriovDpOptions) -> Pools<SriovResource> {
+    let mut notes = Vec::new();
+    let mut skipped = Vec::new();
+    // Ports that can give VFs, grouped per pool.
+    // (port, why it is not a rail, PF netdev), grouped by pool key.
+    type Member<'a> = (&'a HcaPort, Option<&'a str>, &'a str);
+    let mut groups: Vec<(Option<PciAddr>, Vec<Member>)> = Vec::new();
+    for (p, left_out) in candidate_ports(rails, opts.include_excluded) {
+        let (Some(_), Some(pf)) = (&p.sriov, p.pci_netdev.as_deref()) else {
+            let why = if p.is_vf {
+                "it is itself a virtual function (the view of a VM or pod), with no VFs of its own"
+            } else if p.sriov.is_none() {
+                "its function has no SR-IOV capability (no sriov_totalvfs)"
+            } else {
+                "its function has no netdev to name in pfNames"
+            };
+            skipped.push(format!(
+                "{}: {}: {why}: no VF pool",
+                rail_word(rails, p),
+                describe_port(p)
+            ));
+            continue;
+        };
+        let key = match opts.pool_by {
+            PoolBy::Switch => p.pcie_switch,
+            PoolBy::Rail => None,
+        };
+        match groups.iter_mut().find(|(k, _)| key.is_some() && *k == key) {
+            Some((_, g)) => g.push((p, left_out, pf)),
+            None => groups.push((key, vec![(p, left_out, pf)])),
+        }
+    }
+    let mut taken = BTreeSet::new();
+    let mut pools = Vec::new();
+    for (switch_index, (switch, members)) in groups.into_iter().enumerate() {
+        let base = match (opts.pool_by, switch) {
+            (PoolBy::Switch, _) => format!("vf_switch{switch_index}"),
+            (PoolBy::Rail, _) => format!("vf_{}", resource_word(members[0].2)),
+        };
+        let name = unique(base, &mut taken);
+        let mut pf_names = Vec::new();
+        let mut vendors = BTreeSet::new();
+        let mut devices = BTreeSet::new();
+        for (p, left_out, pf) in &members {
+            let (entry, more) = pf_entry(p, pf);
+            pf_names.push(entry.clone());
+            notes.extend(more);
+            if let Some(v) = &p.sriov {
+                match (&v.vf_vendor, &v.vf_device_id) {
+                    (Some(ven), Some(dev)) => {
+                        vendors.insert(ven.clone());
+                        devices.insert(dev.clone());
+                    }
+                    _ => {
+                        vendors.extend(p.vendor.clone());
+                    }
+                }
+            }
+            let why = match left_out {
+                Some(r) => format!("not a compute rail ({r})"),
+                None => describe_gpus(p),
+            };
+            let under = match switch {
+                Some(s) => format!(", under the PCIe switch at {s}"),
+                None => String::new(),
+            };
+            notes.push(format!(
+                "{}/{name}: {entry}: {}, {}{under}, {why}",
+                opts.resource_prefix,
+                rail_word(rails, p),
+                describe_port(p)
+            ));
+        }
+        // A pool must not mix VFs with and without a device id: the id selector then
+        // matches only some. Keep the ids only when every PF has VFs.
+        let all_have_vfs = members
+            .iter()
+            .all(|(p, _, _)| p.sriov.as_ref().is_some_and(|v| v.vf_device_id.is_some()));
+        pools.push(Pool {
+            resource: SriovResource {
+                resource_name: name,
+                resource_prefix: opts.resource_prefix.clone(),
+                device_type: "netDevice".into(),
+                selectors: vec![SriovSelectors {
+                    vendors: vendors.into_iter().collect(),
+                    devices: if all_have_vfs {
+                        devices.into_iter().collect()
+                    } else {
+                        Vec::new()
+                    },
+                    pf_names,
+                    is_rdma: true,
+                }],
+            },
+            ports: members.iter().map(|(p, _, _)| p.label.clone()).collect(),
+        });
+    }
+    if !opts.include_excluded {
+        for l in &rails.left_out {
+            notes.push(format!(
+                "left out {}: {} (--include-excluded adds it)",
+                l.port.label, l.reason
+            ));
+        }
+    }
+    notes.push(
+        "each VF is advertised with its NUMA node (excludeTopology is not set), so with topologyManagerPolicy single-numa-node the kubelet keeps VFs and GPUs on one NUMA node; PCIe-switch alignment comes from asking for the pool of the GPU's rail"
+            .into(),
+    );
+    notes.extend(skipped.iter().cloned());
+    Pools {
+        pools,
+        notes,
+        skipped,
+    }
+}
+
+/// The `config.json` of sriov-network-device-plugin: one `netDevice` pool of RDMA
+/// VFs per rail (or per PCIe switch), selected by `pfNames` with VF ranges.
+///
+/// # Errors
+/// When no rail's physical function has SR-IOV, or the plan cannot be computed.
+pub fn sriov_device_plugin(
+    topo: &Topology,
+    opts: &SriovDpOptions,
+) -> Result<Generated<SriovDpConfig>, AnalysisError> {
+    check_resource_prefix(&opts.resource_prefix)?;
+    let rails = NodeRails::of(topo)?;
+    let Pools {
+        pools,
+        mut notes,
+        skipped,
+    } = sriov_pools(&rails, opts);
+    if pools.is_empty() {
+        return Err(AnalysisError::Invalid(no_pool_reason(
+            topo,
+            &rails,
+            "compute rail on an SR-IOV physical function",
+            &skipped,
+        )));
+    }
+    let config = SriovDpConfig {
+        resource_list: pools.into_iter().map(|p| p.resource).collect(),
+    };
+    config.validate()?;
+    notes.insert(0, node_summary(topo, &rails));
+    notes.extend(container_note(topo));
+    Ok(Generated {
+        value: config,
+        notes,
+    })
+}
+
+fn check_resource_prefix(prefix: &str) -> Result<(), AnalysisError> {
+    if is_dns_subdomain(prefix) {
+        Ok(())
+    } else {
+        Err(AnalysisError::Invalid(format!(
+            "resource prefix {prefix:?} is not a DNS subdomain"
+        )))
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Node Feature Discovery
+// ---------------------------------------------------------------------------------
+
+/// Options of [`nfd_labels`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NfdOptions {
+    /// Label namespace (`rdmatopo.io`).
+    pub prefix: String,
+}
+
+impl Default for NfdOptions {
+    fn default() -> Self {
+        Self {
+            prefix: "rdmatopo.io".into(),
+        }
+    }
+}
+
+/// Labels a scheduler can use, `<prefix>/<name>` → value:
+///
+/// | name | value |
+/// |---|---|
+/// | `rdma.capable` | a PCI RDMA device exists |
+/// | `rdma.rails` | compute rails (ports NCCL would use) |
+/// | `rdma.rails-numa<N>` | rails on NUMA node N |
+/// | `rdma.link-layer` | `infiniband` or `ethernet`, when the rails agree |
+/// | `rdma.link-speed-gbps` | the slowest rail's rate |
+/// | `rdma.gid-index` | `NCCL_IB_GID_INDEX` (RoCE) |
+/// | `rdma.netns-mode` | `shared` or `exclusive` |
+/// | `gpu.count` | NVIDIA GPUs |
+/// | `gpu-rail.worst-path` | worst path class between a GPU and its rail (`PIX`…`SYS`) |
+/// | `gpu-rail.unpaired-gpus` | GPUs without a rail |
+/// | `gpudirect-rdma.peermem` | a peer-memory module is loaded (`nvidia_peermem`, `nv_peer_mem`) |
+/// | `gpudirect-rdma.ready` | peer memory, and every GPU has a rail at PXB or closer |
+///
+/// DMA-BUF GPUDirect (no peer-memory module) cannot be seen in sysfs: `ready=false`
+/// with `peermem=false` may still work through DMA-BUF.
+///
+/// # Errors
+/// A prefix that is not a DNS subdomain or that NFD denies, or no plan.
+pub fn nfd_labels(
+    topo: &Topology,
+    opts: &NfdOptions,
+) -> Result<Generated<BTreeMap<String, String>>, AnalysisError> {
+    check_label_prefix(&opts.prefix)?;
+    let rails = NodeRails::of(topo)?;
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        labels.insert(format!("{}/{k}", opts.prefix), v);
+    };
+    put("rdma.capable", rails.rdma_capable.to_string());
+    put("rdma.rails", rails.rails.len().to_string());
+    let mut per_numa: BTreeMap<u32, usize> = BTreeMap::new();
+    for r in &rails.rails {
+        if let Some(n) = r.port.numa_node {
+            *per_numa.entry(n).or_default() += 1;
+        }
+    }
+    for (n, count) in &per_numa {
+        put(&format!("rdma.rails-numa{n}"), count.to_string());
+    }
+    if !rails.rails.is_empty() {
+        match rails.link_layer() {
+            Some(LinkLayer::InfiniBand) => put("rdma.link-layer", "infiniband".into()),
+            Some(LinkLayer::Ethernet) => put("rdma.link-layer", "ethernet".into()),
+            _ => {}
+        }
+        if let Some(r) = rails.min_rate_gbps() {
+            put("rdma.link-speed-gbps", gbps(r));
+        }
+    }
+    if let Some(g) = rails.nccl_env.get("NCCL_IB_GID_INDEX") {
+        put("rdma.gid-index", g.clone());
+    }
+    match topo.host.rdma_netns_mode {
+        Some(NetnsMode::Shared) => put("rdma.netns-mode", "shared".into()),
+        Some(NetnsMode::Exclusive) => put("rdma.netns-mode", "exclusive".into()),
+        None => {}
+    }
+    put("gpu.count", topo.gpus.len().to_string());
+    let unpaired = rails.gpus.iter().filter(|g| g.rails.is_empty()).count();
+    if !topo.gpus.is_empty() {
+        if let Some(c) = rails.worst_gpu_class() {
+            put("gpu-rail.worst-path", c.to_string());
+        }
+        put("gpu-rail.unpaired-gpus", unpaired.to_string());
+    }
+    let peermem = !topo.host.peermem.is_empty();
+    put("gpudirect-rdma.peermem", peermem.to_string());
+    let ready = peermem
+        && !topo.gpus.is_empty()
+        && unpaired == 0
+        && rails
+            .gpus
+            .iter()
+            .all(|g| g.class.is_some_and(|c| c.allows_gdr()));
+    put("gpudirect-rdma.ready", ready.to_string());
+
+    for (k, v) in &labels {
+        if !is_label_key(k) || !is_label_value(v) {
+            return Err(AnalysisError::Invalid(format!(
+                "label {k}={v} is not valid Kubernetes label syntax"
+            )));
+        }
+    }
+    let mut notes = vec![node_summary(topo, &rails)];
+    for g in &rails.gpus {
+        let rail_list: Vec<String> = g
+            .rails
+            .iter()
+            .filter_map(|i| rails.rails.get(*i as usize))
+            .map(|r| r.port.label.clone())
+            .collect();
+        notes.push(match (rail_list.is_empty(), g.class) {
+            (true, _) => format!("GPU {}: no rail", g.pci),
+            (false, Some(c)) => format!("GPU {}: rail {} at {c}", g.pci, rail_list.join(", ")),
+            (false, None) => format!("GPU {}: rail {}", g.pci, rail_list.join(", ")),
+        });
+    }
+    // No container note: the node DaemonSet always reads from a pod, on purpose.
+    Ok(Generated {
+        value: labels,
+        notes,
+    })
+}
+
+/// NFD's local feature file (`features.d/`): comments, an optional
+/// `# +expiry-time=<RFC 3339>` directive, then `key=value` lines.
+pub fn nfd_feature_file(
+    labels: &Generated<BTreeMap<String, String>>,
+    expiry: Option<&str>,
+) -> String {
+    let mut s = String::new();
+    for n in &labels.notes {
+        s.push_str("# ");
+        s.push_str(&n.replace(['\n', '\r'], " "));
+        s.push('\n');
+    }
+    if let Some(t) = expiry {
+        s.push_str(&format!("# +expiry-time={t}\n"));
+    }
+    for (k, v) in &labels.value {
+        s.push_str(&format!("{k}={v}\n"));
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------
+// Pod / Job
+// ---------------------------------------------------------------------------------
+
+/// Which device plugin gives the pod its rails.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PodNetwork {
+    /// k8s-rdma-shared-dev-plugin pools (`rdma/hca_<netdev>`).
+    #[default]
+    RdmaShared,
+    /// sriov-network-device-plugin VF pools, each with a Multus network.
+    Sriov,
+}
+
+/// What to generate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    #[default]
+    Pod,
+    Job,
+}
+
+/// Options of [`pod`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodOptions {
+    pub gpus: u32,
+    pub network: PodNetwork,
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub image: String,
+    /// Extended resource of the GPUs.
+    pub gpu_resource: String,
+    /// How the shared plugin's pools are named (as in [`rdma_shared_dev_plugin`]).
+    pub shared: SharedDevPluginOptions,
+    /// How the SR-IOV pools are named (as in [`sriov_device_plugin`]).
+    pub sriov: SriovDpOptions,
+}
+
+impl Default for PodOptions {
+    fn default() -> Self {
+        Self {
+            gpus: 1,
+            network: PodNetwork::RdmaShared,
+            kind: WorkloadKind::Pod,
+            name: "rdma-workload".into(),
+            image: "example.invalid/your-image:latest".into(),
+            gpu_resource: "nvidia.com/gpu".into(),
+            shared: SharedDevPluginOptions::default(),
+            sriov: SriovDpOptions::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    pub add: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityContext {
+    pub capabilities: Capabilities,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    pub limits: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeMount {
+    pub name: String,
+    pub mount_path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    pub name: String,
+    pub image: String,
+    pub resources: Resources,
+    pub security_context: SecurityContext,
+    pub volume_mounts: Vec<VolumeMount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmptyDir {
+    pub medium: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    pub name: String,
+    pub empty_dir: EmptyDir,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    pub restart_policy: String,
+    pub containers: Vec<Container>,
+    pub volumes: Vec<Volume>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodTemplate {
+    pub metadata: ObjectMeta,
+    pub spec: PodSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSpec {
+    pub backoff_limit: u32,
+    pub template: PodTemplate,
+}
+
+/// A `v1` Pod or a `batch/v1` Job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Workload {
+    Pod {
+        #[serde(rename = "apiVersion")]
+        api_version: String,
+        kind: String,
+        metadata: ObjectMeta,
+        spec: PodSpec,
+    },
+    Job {
+        #[serde(rename = "apiVersion")]
+        api_version: String,
+        kind: String,
+        metadata: ObjectMeta,
+        spec: JobSpec,
+    },
+}
+
+/// The Multus annotation naming the pod's secondary networks.
+pub const MULTUS_NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+
+/// GPUs for a pod of `n`: the first `n` of the lowest NUMA node that has that many,
+/// else the first `n` in PCI order.
+fn choose_gpus(rails: &NodeRails, n: usize) -> Vec<usize> {
+    let mut by_numa: BTreeMap<Option<u32>, Vec<usize>> = BTreeMap::new();
+    for (i, g) in rails.gpus.iter().enumerate() {
+        by_numa.entry(g.numa_node).or_default().push(i);
+    }
+    by_numa
+        .iter()
+        .filter(|(numa, _)| numa.is_some())
+        .find(|(_, v)| v.len() >= n)
+        .map(|(_, v)| v[..n].to_vec())
+        .unwrap_or_else(|| (0..n.min(rails.gpus.len())).collect())
+}
+
+/// A Pod (or Job) asking for `gpus` GPUs and the rails of those GPUs: one
+/// `rdma/hca_<netdev>` per rail from the shared plugin, or one VF per rail from the
+/// SR-IOV pools with a Multus network each; `IPC_LOCK` (RDMA pins memory), and a
+/// memory-backed `/dev/shm` (NCCL's shared-memory transport). The notes say which
+/// GPUs and rails were assumed and why.
+///
+/// # Errors
+/// Zero GPUs, more GPUs than the node has, or no pool for the chosen network.
+pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, AnalysisError> {
+    let rails = NodeRails::of(topo)?;
+    let n = opts.gpus as usize;
+    if n == 0 {
+        return Err(AnalysisError::Invalid(
+            "a pod needs at least one GPU".into(),
+        ));
+    }
+    if n > rails.gpus.len() {
+        return Err(AnalysisError::Invalid(format!(
+            "{n} GPUs asked for, but this node has {}",
+            rails.gpus.len()
+        )));
+    }
+    if !is_dns_subdomain(&opts.name) {
+        return Err(AnalysisError::Invalid(format!(
+            "name {:?} is not a DNS subdomain (lowercase letters, digits, '-', '.')",
+            opts.name
+        )));
+    }
+    let chosen = choose_gpus(&rails, n);
+    let mut wanted_ports: Vec<&str> = Vec::new();
+    for gi in &chosen {
+        for ri in &rails.gpus[*gi].rails {
+            if let Some(r) = rails.rails.get(*ri as usize)
+                && !wanted_ports.contains(&r.port.label.as_str())
+            {
+                wanted_ports.push(&r.port.label);
+            }
+        }
+    }
+
+    let mut notes = vec![node_summary(topo, &rails)];
+    let mut limits = BTreeMap::from([(opts.gpu_resource.clone(), opts.gpus)]);
+    let mut networks: Vec<String> = Vec::new();
+    // The resource of each wanted port.
+    let mut resource_of: BTreeMap<&str, String> = BTreeMap::new();
+    match opts.network {
+        PodNetwork::RdmaShared => {
+            let Pools { pools, skipped, .. } = shared_pools(topo, &rails, &opts.shared);
+            if pools.is_empty() {
+                return Err(AnalysisError::Invalid(no_pool_reason(
+                    topo,
+                    &rails,
+                    "compute rail with a netdev",
+                    &skipped,
+                )));
+            }
+            let prefix = opts.shared.resource_prefix.as_deref().unwrap_or("rdma");
+            for p in &pools {
+                for port in &p.ports {
+                    if let Some(w) = wanted_ports.iter().find(|w| *w == port) {
+                        let res = format!("{prefix}/{}", p.resource.resource_name);
+                        resource_of.insert(w, res.clone());
+                        *limits.entry(res).or_default() = 1;
+                    }
+                }
+            }
+        }
+        PodNetwork::Sriov => {
+            check_resource_prefix(&opts.sriov.resource_prefix)?;
+            let Pools { pools, skipped, .. } = sriov_pools(&rails, &opts.sriov);
+            if pools.is_empty() {
+                return Err(AnalysisError::Invalid(no_pool_reason(
+                    topo,
+                    &rails,
+                    "compute rail on an SR-IOV physical function",
+                    &skipped,
+                )));
+            }
+            for p in &pools {
+                for port in &p.ports {
+                    if let Some(w) = wanted_ports.iter().find(|w| *w == port) {
+                        let res = format!(
+                            "{}/{}",
+                            p.resource.resource_prefix, p.resource.resource_name
+                        );
+                        resource_of.insert(w, res.clone());
+                        *limits.entry(res).or_default() += 1;
+                        networks.push(network_name(&p.resource.resource_name));
+                    }
+                }
+            }
+        }
+    }
+
+    for gi in &chosen {
+        let g = &rails.gpus[*gi];
+        let numa = g.numa_node.map_or("?".to_string(), |n| n.to_string());
+        let mut line = format!("GPU {} (NUMA {numa})", g.pci);
+        if g.rails.is_empty() {
+            line.push_str(": no rail");
+        }
+        for ri in &g.rails {
+            let Some(r) = rails.rails.get(*ri as usize) else {
+                continue;
+            };
+            let class = g.class.map(|c| format!(" at {c}")).unwrap_or_default();
+            let res = resource_of
+                .get(r.port.label.as_str())
+                .map_or("no pool".to_string(), |s| s.clone());
+            line.push_str(&format!(
+                " -> rail {} {}{class} -> {res}",
+                r.index,
+                describe_port(&r.port)
+            ));
+        }
+        notes.push(line);
+    }
+    notes.push(format!(
+        "the GPU device plugin picks the {n} GPU{} at admission; these rails are those of the GPUs above",
+        if n == 1 { "" } else { "s" }
+    ));
+    match opts.network {
+        PodNetwork::RdmaShared => {
+            notes.push(
+                "rdma-shared-dev-plugin pools carry no NUMA node, so the kubelet cannot align them with the GPUs it gives"
+                    .into(),
+            );
+            if rails.link_layer() == Some(LinkLayer::Ethernet) {
+                notes.push(
+                    "RoCE: the pod also needs a netdev on each rail in its own network namespace (a Multus macvlan or ipvlan network on the rail's interface) for a usable GID"
+                        .into(),
+                );
+            }
+        }
+        PodNetwork::Sriov => {
+            notes.push(format!(
+                "each network in {MULTUS_NETWORKS} must be a NetworkAttachmentDefinition whose k8s.v1.cni.cncf.io/resourceName annotation is its pool"
+            ));
+            notes.push(
+                "kubelet topologyManagerPolicy single-numa-node (topologyManagerScope pod) with a Guaranteed pod keeps the VFs on the GPUs' NUMA node"
+                    .into(),
+            );
+        }
+    }
+    notes.push(
+        "inside the pod, `rdmatopo nccl-env` gives the NCCL variables for what the pod was given (HCA names and GID indexes differ from the host's)"
+            .into(),
+    );
+    notes.extend(container_note(topo));
+
+    let mut annotations = BTreeMap::new();
+    if !networks.is_empty() {
+        annotations.insert(MULTUS_NETWORKS.to_string(), networks.join(","));
+    }
+    let spec = PodSpec {
+        restart_policy: "Never".into(),
+        containers: vec![Container {
+            name: "main".into(),
+            image: opts.image.clone(),
+            resources: Resources { limits },
+            security_context: SecurityContext {
+                capabilities: Capabilities {
+                    add: vec!["IPC_LOCK".into()],
+                },
+            },
+            volume_mounts: vec![VolumeMount {
+                name: "dshm".into(),
+                mount_path: "/dev/shm".into(),
+            }],
+        }],
+        volumes: vec![Volume {
+            name: "dshm".into(),
+            empty_dir: EmptyDir {
+                medium: "Memory".into(),
+            },
+        }],
+    };
+    let value = match opts.kind {
+        WorkloadKind::Pod => Workload::Pod {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            metadata: ObjectMeta {
+                name: opts.name.clone(),
+                annotations,
+                ..Default::default()
+            },
+            spec,
+        },
+        WorkloadKind::Job => Workload::Job {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            metadata: ObjectMeta {
+                name: opts.name.clone(),
+                ..Default::default()
+            },
+            spec: JobSpec {
+                backoff_limit: 0,
+                template: PodTemplate {
+                    metadata: ObjectMeta {
+                        annotations,
+                        ..Default::default()
+                    },
+                    spec,
+                },
+            },
+        },
+    };
+    Ok(Generated { value, notes })
+}
+
+#[cfg(test)]
+mod tests;

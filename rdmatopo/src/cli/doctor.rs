@@ -1,0 +1,143 @@
+use super::{Format, Output, RootArgs, json};
+use clap::Args;
+use rdmatopo::analysis::doctor::{self, Finding, Outcome, Report};
+use rdmatopo::model::Severity;
+use std::fmt::Write;
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// Exit 0 clean, 1 warnings, 2 errors (3: could not run).
+pub fn run(args: &DoctorArgs) -> Result<Output, String> {
+    let (_, topo) = args.root.discover()?;
+    let report = doctor::run(&topo);
+    let text = match args.format {
+        Format::Json => json(&report),
+        Format::Table => table(&report),
+    };
+    Ok(Output {
+        text,
+        code: report.exit_code(),
+    })
+}
+
+const WIDTH: usize = 100;
+
+/// Write `first` then `text`, wrapped at word boundaries to `WIDTH`, continuation
+/// lines indented by `indent`.
+fn wrap(out: &mut String, first: &str, indent: usize, text: &str) {
+    let pad = " ".repeat(indent);
+    let mut line = first.to_string();
+    let mut fresh = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let sep = usize::from(!(line.is_empty() || line.ends_with(' ')));
+        if !fresh && line.chars().count() + sep + word.chars().count() > WIDTH {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = pad.clone();
+        } else if sep == 1 {
+            line.push(' ');
+        }
+        line.push_str(word);
+        fresh = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+}
+
+fn severity_word(f: &Finding) -> &'static str {
+    match (f.skipped, f.severity) {
+        (true, _) => "SKIPPED",
+        (_, Severity::Error) => "ERROR",
+        (_, Severity::Warning) => "WARNING",
+        (_, Severity::Info) => "INFO",
+    }
+}
+
+fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Ok => "ok",
+        Outcome::NotApplicable => "n/a",
+        Outcome::Skipped => "skipped",
+        Outcome::Info => "info",
+        Outcome::Warning => "WARNING",
+        Outcome::Error => "ERROR",
+    }
+}
+
+fn table(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "rdmatopo doctor: {} view; judging {} GPU(s){} and {} RDMA device(s){}",
+        r.context.describe(),
+        r.judged.gpus.len(),
+        bracket(
+            &r.judged
+                .gpus
+                .iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+        ),
+        r.judged.rdma_devices.len(),
+        bracket(&r.judged.rdma_devices)
+    );
+    for f in &r.findings {
+        s.push('\n');
+        wrap(
+            &mut s,
+            &format!("{:<8} {}:", severity_word(f), f.check),
+            9,
+            &f.summary,
+        );
+        for e in &f.evidence {
+            wrap(
+                &mut s,
+                "         evidence:",
+                19,
+                &format!("{} = {}", e.path, e.value),
+            );
+        }
+        if !f.why.is_empty() {
+            wrap(&mut s, "         why:", 14, &f.why);
+        }
+        if !f.fix.is_empty() {
+            wrap(&mut s, "         fix:", 14, &f.fix);
+        }
+    }
+    s.push_str("\nChecks:\n");
+    let width = r.checks.iter().map(|c| c.check.len()).max().unwrap_or(0);
+    for c in &r.checks {
+        let head = format!("  {:<8} {:<width$}  ", outcome_word(c.outcome), c.check);
+        let indent = head.len();
+        wrap(&mut s, &head, indent, &c.note);
+    }
+    let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
+    let _ = writeln!(
+        s,
+        "\n{} error(s), {} warning(s), {} note(s), {} check(s) skipped: exit {}",
+        e,
+        w,
+        r.count(Severity::Info),
+        r.checks
+            .iter()
+            .filter(|c| c.outcome == Outcome::Skipped)
+            .count(),
+        r.exit_code()
+    );
+    s
+}
+
+/// ` (a, b, c)`, shortened past six names; empty for none.
+fn bracket(names: &[String]) -> String {
+    match names.len() {
+        0 => String::new(),
+        n if n <= 6 => format!(" ({})", names.join(", ")),
+        n => format!(" ({}, … {} in all)", names[..4].join(", "), n),
+    }
+}

@@ -1,0 +1,172 @@
+//! `rdmatopo gids`: the `show_gids` table (mlnx-tools), in numeric index order, and
+//! the GID NCCL would choose per RoCE port.
+
+use super::{Format, Output, RootArgs, json};
+use clap::Args;
+use rdmatopo::Topology;
+use rdmatopo::analysis::gid::{GidChoice, choose_gid};
+use rdmatopo::model::{Gid, RdmaDevice};
+use rdmatopo::parse::{gid_is_link_local, parse_gid};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+#[derive(Args, Debug)]
+pub struct GidsArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    /// Only this RDMA device.
+    #[arg(value_name = "DEV")]
+    pub device: Option<String>,
+    /// Only this port of DEV.
+    #[arg(value_name = "PORT", requires = "device")]
+    pub port: Option<u32>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// One row (`rdmatopo.gids/1`).
+#[derive(Debug, Serialize)]
+struct Row<'a> {
+    device: &'a str,
+    port: u32,
+    index: u32,
+    gid: &'a str,
+    ipv4: Option<&'a str>,
+    #[serde(rename = "type")]
+    gid_type: Option<&'static str>,
+    netdev: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct Doc<'a> {
+    schema: &'static str,
+    gids: Vec<Row<'a>>,
+    /// NCCL's choice per RoCE port: keyed by device, or `device:port` on multi-port
+    /// devices.
+    recommended: BTreeMap<String, u32>,
+}
+
+/// What `show_gids` prints: every GID except the all-zero ones and the bare `fe80::`.
+fn shown(g: &Gid) -> bool {
+    parse_gid(&g.gid).is_ok_and(|a| {
+        !(a.is_unspecified()
+            || (gid_is_link_local(&a) && a.segments()[4..].iter().all(|s| *s == 0)))
+    })
+}
+
+fn key(dev: &RdmaDevice, port: u32) -> String {
+    if dev.ports.len() == 1 {
+        dev.name.clone()
+    } else {
+        format!("{}:{port}", dev.name)
+    }
+}
+
+pub fn run(args: &GidsArgs) -> Result<Output, String> {
+    let (_, topo) = args.root.discover()?;
+    let devices: Vec<&RdmaDevice> = match &args.device {
+        Some(name) => {
+            let d = topo.rdma_device(name).ok_or_else(|| {
+                let names: Vec<&str> = topo.rdma_devices.iter().map(|d| d.name.as_str()).collect();
+                format!(
+                    "no RDMA device {name:?} under {} (devices: {})",
+                    topo.root,
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )
+            })?;
+            if let Some(p) = args.port
+                && !d.ports.iter().any(|q| q.number == p)
+            {
+                return Err(format!("{name} has no port {p}"));
+            }
+            vec![d]
+        }
+        None => topo.rdma_devices.iter().collect(),
+    };
+    let mut rows = Vec::new();
+    let mut choices: Vec<(String, GidChoice)> = Vec::new();
+    for d in &devices {
+        for p in d
+            .ports
+            .iter()
+            .filter(|p| args.port.is_none_or(|n| n == p.number))
+        {
+            let mut gids: Vec<&Gid> = p.gids.iter().filter(|g| shown(g)).collect();
+            gids.sort_by_key(|g| g.index);
+            for g in gids {
+                rows.push(Row {
+                    device: &d.name,
+                    port: p.number,
+                    index: g.index,
+                    gid: &g.gid,
+                    ipv4: g.ipv4.as_deref(),
+                    gid_type: g.gid_type.map(|t| t.as_str()),
+                    netdev: g.netdev.as_deref(),
+                });
+            }
+            if let Some(c) = choose_gid(&topo, &d.name, p.number) {
+                choices.push((key(d, p.number), c));
+            }
+        }
+    }
+    Ok(Output::ok(match args.format {
+        Format::Json => json(&Doc {
+            schema: "rdmatopo.gids/1",
+            gids: rows,
+            recommended: choices.iter().map(|(k, c)| (k.clone(), c.index)).collect(),
+        }),
+        Format::Table => table(&topo, &rows, &choices),
+    }))
+}
+
+fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> String {
+    let mut s = String::new();
+    s.push_str("DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n");
+    s.push_str("---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n");
+    for r in rows {
+        let ver = r
+            .gid_type
+            .and_then(|t| t.find(['v', 'V']).map(|i| &t[i..]))
+            .unwrap_or("");
+        let ndev = r.netdev.unwrap_or("");
+        match r.ipv4 {
+            Some(ip) => {
+                let _ = writeln!(
+                    s,
+                    "{}\t{}\t{}\t{}\t{ip}  \t{ver}\t{ndev}",
+                    r.device, r.port, r.index, r.gid
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "{}\t{}\t{}\t{}\t\t\t{ver}\t{ndev}",
+                    r.device, r.port, r.index, r.gid
+                );
+            }
+        }
+    }
+    let _ = writeln!(s, "n_gids_found={}", rows.len());
+    if choices.is_empty() {
+        if topo.rdma_devices.is_empty() {
+            let _ = writeln!(s, "\nno RDMA device under {}", topo.root);
+        }
+        return s;
+    }
+    s.push_str("\nNCCL's GID choice (RoCE v2 and IPv4 first, netdev in this namespace):\n");
+    for (k, c) in choices {
+        let addr = c.ipv4.as_deref().unwrap_or(&c.gid);
+        let _ = writeln!(
+            s,
+            "  {k}\tindex {}\t{addr} on {}",
+            c.index,
+            c.netdev.as_deref().unwrap_or("?")
+        );
+    }
+    s
+}

@@ -1,0 +1,405 @@
+//! `rdmatopo k8s …`: Kubernetes configuration from the node's topology, as YAML (the
+//! facts behind each choice as comments) or JSON. `k8s nfd --write` keeps an NFD
+//! feature file up to date, atomically, for the node DaemonSet in `deploy/`.
+
+use super::{Output, RootArgs, json};
+use clap::{Args, Subcommand, ValueEnum};
+use rdmatopo::analysis::k8s::{
+    self, ConfigMap, Generated, NfdOptions, PodNetwork, PodOptions, PoolBy, SharedDevPluginOptions,
+    SriovDpOptions, WorkloadKind,
+};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+#[derive(Args, Debug)]
+pub struct K8sArgs {
+    #[command(subcommand)]
+    pub command: K8sCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum K8sCommand {
+    /// ConfigMap (config.json) for k8s-rdma-shared-dev-plugin: one pool per compute rail.
+    RdmaSharedDevPlugin(SharedArgs),
+    /// ConfigMap (config.json) for sriov-network-device-plugin: RDMA VF pools per rail or PCIe switch.
+    SriovDevicePlugin(SriovArgs),
+    /// Node Feature Discovery labels as a features.d file (RDMA rails, link, GPU-NIC path, GPUDirect).
+    Nfd(NfdArgs),
+    /// A Pod or Job asking for N GPUs with their rails, IPC_LOCK and the node facts as comments.
+    Pod(PodArgs),
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManifestFormat {
+    Yaml,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct SharedArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    #[arg(long, value_enum, default_value = "yaml")]
+    pub format: ManifestFormat,
+    /// Print only config.json (the file the plugin reads), not the ConfigMap.
+    #[arg(long)]
+    pub config_json: bool,
+    /// Pods that may use one pool at once (rdmaHcaMax).
+    #[arg(long, default_value_t = 63, value_name = "N")]
+    pub rdma_hca_max: u32,
+    /// resourcePrefix of the pools (the plugin's default is `rdma`).
+    #[arg(long, value_name = "PREFIX")]
+    pub resource_prefix: Option<String>,
+    /// Also make pools of the ports left out of the compute rails (storage, front-end, down).
+    #[arg(long)]
+    pub include_excluded: bool,
+    /// periodicUpdateInterval in seconds (the plugin's default is 60; 0 turns it off).
+    #[arg(long, value_name = "SECONDS")]
+    pub periodic_update_interval: Option<u32>,
+    #[arg(long, default_value = "kube-system")]
+    pub namespace: String,
+    #[arg(long, default_value = "rdma-devices")]
+    pub configmap_name: String,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolByArg {
+    Rail,
+    Switch,
+}
+
+impl From<PoolByArg> for PoolBy {
+    fn from(p: PoolByArg) -> Self {
+        match p {
+            PoolByArg::Rail => PoolBy::Rail,
+            PoolByArg::Switch => PoolBy::Switch,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SriovArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    #[arg(long, value_enum, default_value = "yaml")]
+    pub format: ManifestFormat,
+    /// Print only config.json (the file the plugin reads), not the ConfigMap.
+    #[arg(long)]
+    pub config_json: bool,
+    /// One pool per rail, or one per PCIe switch.
+    #[arg(long, value_enum, default_value = "rail")]
+    pub pool_by: PoolByArg,
+    /// resourcePrefix of the pools.
+    #[arg(long, default_value = "nvidia.com", value_name = "PREFIX")]
+    pub resource_prefix: String,
+    /// Also make pools of the ports left out of the compute rails.
+    #[arg(long)]
+    pub include_excluded: bool,
+    #[arg(long, default_value = "kube-system")]
+    pub namespace: String,
+    #[arg(long, default_value = "sriovdp-config")]
+    pub configmap_name: String,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NfdFormat {
+    /// NFD's local feature file (`key=value` lines).
+    Features,
+    Yaml,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct NfdArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    #[arg(long, value_enum, default_value = "features")]
+    pub format: NfdFormat,
+    /// Label namespace.
+    #[arg(long, default_value = "rdmatopo.io", value_name = "DNS-SUBDOMAIN")]
+    pub label_prefix: String,
+    /// Write the feature file to FILE (through a dot file and a rename, so NFD never
+    /// reads half of it) instead of printing it.
+    #[arg(long, value_name = "FILE", conflicts_with = "format")]
+    pub write: Option<PathBuf>,
+    /// With --write: rewrite the file every SECONDS, for ever (a DaemonSet's loop).
+    #[arg(long, value_name = "SECONDS", requires = "write", value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval: Option<u64>,
+    /// Labels expire SECONDS after they are written (NFD's `# +expiry-time`), so a node
+    /// whose writer stopped loses them.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub expiry: Option<u64>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkArg {
+    /// k8s-rdma-shared-dev-plugin pools.
+    RdmaShared,
+    /// sriov-network-device-plugin VFs, each with a Multus network.
+    Sriov,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindArg {
+    Pod,
+    Job,
+}
+
+#[derive(Args, Debug)]
+pub struct PodArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    #[arg(long, value_enum, default_value = "yaml")]
+    pub format: ManifestFormat,
+    /// GPUs the pod asks for.
+    #[arg(long, value_name = "N")]
+    pub gpus: u32,
+    /// Where the pod's RDMA devices come from.
+    #[arg(long, value_enum, default_value = "rdma-shared")]
+    pub network: NetworkArg,
+    #[arg(long, value_enum, default_value = "pod")]
+    pub kind: KindArg,
+    #[arg(long, default_value = "rdma-workload")]
+    pub name: String,
+    #[arg(long, default_value = "example.invalid/your-image:latest")]
+    pub image: String,
+    /// Extended resource of the GPUs.
+    #[arg(long, default_value = "nvidia.com/gpu")]
+    pub gpu_resource: String,
+    /// Pool naming as in `k8s rdma-shared-dev-plugin --resource-prefix`.
+    #[arg(long, value_name = "PREFIX")]
+    pub rdma_resource_prefix: Option<String>,
+    /// Pool naming as in `k8s sriov-device-plugin --resource-prefix`.
+    #[arg(long, default_value = "nvidia.com", value_name = "PREFIX")]
+    pub sriov_resource_prefix: String,
+    /// Pool cut as in `k8s sriov-device-plugin --pool-by`.
+    #[arg(long, value_enum, default_value = "rail")]
+    pub pool_by: PoolByArg,
+}
+
+pub fn run(args: &K8sArgs) -> Result<Output, String> {
+    match &args.command {
+        K8sCommand::RdmaSharedDevPlugin(a) => shared(a),
+        K8sCommand::SriovDevicePlugin(a) => sriov(a),
+        K8sCommand::Nfd(a) => nfd(a),
+        K8sCommand::Pod(a) => pod(a),
+    }
+}
+
+/// `# ` lines, then the YAML document.
+fn yaml<T: Serialize>(header: &str, notes: &[String], value: &T) -> Result<String, String> {
+    let mut s = format!("# {header}\n");
+    for n in notes {
+        s.push_str("# ");
+        s.push_str(&n.replace(['\n', '\r'], " "));
+        s.push('\n');
+    }
+    s.push_str(&serde_yaml_ng::to_string(value).map_err(|e| e.to_string())?);
+    Ok(s)
+}
+
+fn manifest<T: Serialize>(
+    format: ManifestFormat,
+    header: &str,
+    notes: &[String],
+    value: &T,
+) -> Result<String, String> {
+    match format {
+        ManifestFormat::Yaml => yaml(header, notes, value),
+        ManifestFormat::Json => Ok(json(value)),
+    }
+}
+
+fn plugin_output<T: Serialize>(
+    generated: &Generated<T>,
+    config_json: bool,
+    format: ManifestFormat,
+    header: &str,
+    (name, namespace): (&str, &str),
+) -> Result<Output, String> {
+    if config_json {
+        return Ok(Output::ok(json(&generated.value)));
+    }
+    let cm = ConfigMap::with_json(name, namespace, "config.json", &generated.value)
+        .map_err(|e| e.to_string())?;
+    manifest(format, header, &generated.notes, &cm).map(Output::ok)
+}
+
+fn shared(a: &SharedArgs) -> Result<Output, String> {
+    let (_, topo) = a.root.discover()?;
+    let opts = SharedDevPluginOptions {
+        rdma_hca_max: a.rdma_hca_max,
+        resource_prefix: a.resource_prefix.clone(),
+        include_excluded: a.include_excluded,
+        periodic_update_interval: a.periodic_update_interval,
+    };
+    let g = k8s::rdma_shared_dev_plugin(&topo, &opts).map_err(|e| e.to_string())?;
+    plugin_output(
+        &g,
+        a.config_json,
+        a.format,
+        &format!("rdmatopo k8s rdma-shared-dev-plugin for {}", topo.root),
+        (&a.configmap_name, &a.namespace),
+    )
+}
+
+fn sriov(a: &SriovArgs) -> Result<Output, String> {
+    let (_, topo) = a.root.discover()?;
+    let opts = SriovDpOptions {
+        resource_prefix: a.resource_prefix.clone(),
+        pool_by: a.pool_by.into(),
+        include_excluded: a.include_excluded,
+    };
+    let g = k8s::sriov_device_plugin(&topo, &opts).map_err(|e| e.to_string())?;
+    plugin_output(
+        &g,
+        a.config_json,
+        a.format,
+        &format!("rdmatopo k8s sriov-device-plugin for {}", topo.root),
+        (&a.configmap_name, &a.namespace),
+    )
+}
+
+/// The feature file for the root, with the expiry counted from now.
+fn nfd_file(a: &NfdArgs) -> Result<(String, usize), String> {
+    let (_, topo) = a.root.discover()?;
+    let opts = NfdOptions {
+        prefix: a.label_prefix.clone(),
+    };
+    let mut g = k8s::nfd_labels(&topo, &opts).map_err(|e| e.to_string())?;
+    g.notes.insert(
+        0,
+        format!("rdmatopo {} k8s nfd for {}", rdmatopo::VERSION, topo.root),
+    );
+    let expiry = a.expiry.map(|s| {
+        humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(s)).to_string()
+    });
+    Ok((k8s::nfd_feature_file(&g, expiry.as_deref()), g.value.len()))
+}
+
+/// Write `text` to `path` through `.<name>.tmp` in the same directory and a rename:
+/// NFD ignores dot files, and a rename is atomic.
+fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.starts_with('.'))
+        .ok_or_else(|| {
+            format!(
+                "{}: --write needs a file name that does not start with '.' (NFD skips dot files)",
+                path.display()
+            )
+        })?;
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: {e}", path.display())
+    })
+}
+
+fn nfd(a: &NfdArgs) -> Result<Output, String> {
+    let Some(path) = &a.write else {
+        return nfd_print(a);
+    };
+    let once = || -> Result<(), String> {
+        let (text, n) = nfd_file(a)?;
+        write_atomically(path, &text)?;
+        eprintln!("rdmatopo: wrote {n} labels to {}", path.display());
+        Ok(())
+    };
+    let Some(every) = a.interval else {
+        once()?;
+        return Ok(Output::ok(String::new()));
+    };
+    loop {
+        // A failed round is reported and retried; the last good file stays (and
+        // expires, with --expiry).
+        if let Err(e) = once() {
+            eprintln!("rdmatopo: {e}");
+        }
+        std::thread::sleep(Duration::from_secs(every));
+    }
+}
+
+fn nfd_print(a: &NfdArgs) -> Result<Output, String> {
+    if a.format == NfdFormat::Features {
+        return nfd_file(a).map(|(text, _)| Output::ok(text));
+    }
+    let (_, topo) = a.root.discover()?;
+    let opts = NfdOptions {
+        prefix: a.label_prefix.clone(),
+    };
+    let g = k8s::nfd_labels(&topo, &opts).map_err(|e| e.to_string())?;
+    Ok(Output::ok(match a.format {
+        NfdFormat::Json => json(&g.value),
+        _ => yaml(
+            &format!("rdmatopo k8s nfd for {}", topo.root),
+            &g.notes,
+            &g.value,
+        )?,
+    }))
+}
+
+fn pod(a: &PodArgs) -> Result<Output, String> {
+    let (_, topo) = a.root.discover()?;
+    let opts = PodOptions {
+        gpus: a.gpus,
+        network: match a.network {
+            NetworkArg::RdmaShared => PodNetwork::RdmaShared,
+            NetworkArg::Sriov => PodNetwork::Sriov,
+        },
+        kind: match a.kind {
+            KindArg::Pod => WorkloadKind::Pod,
+            KindArg::Job => WorkloadKind::Job,
+        },
+        name: a.name.clone(),
+        image: a.image.clone(),
+        gpu_resource: a.gpu_resource.clone(),
+        shared: SharedDevPluginOptions {
+            resource_prefix: a.rdma_resource_prefix.clone(),
+            ..Default::default()
+        },
+        sriov: SriovDpOptions {
+            resource_prefix: a.sriov_resource_prefix.clone(),
+            pool_by: a.pool_by.into(),
+            include_excluded: false,
+        },
+    };
+    let g = k8s::pod(&topo, &opts).map_err(|e| e.to_string())?;
+    manifest(
+        a.format,
+        &format!("rdmatopo k8s pod --gpus {} for {}", a.gpus, topo.root),
+        &g.notes,
+        &g.value,
+    )
+    .map(Output::ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_the_file_and_leaves_no_dot_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rdmatopo");
+        write_atomically(&path, "a=1\n").unwrap();
+        write_atomically(&path, "a=2\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a=2\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["rdmatopo"]);
+        assert!(write_atomically(&dir.path().join(".hidden"), "x").is_err());
+        assert!(write_atomically(&dir.path().join("missing/f"), "x").is_err());
+    }
+
+    #[test]
+    fn yaml_comments_come_first_and_stay_one_line() {
+        let s = yaml("head", &["two\nlines".into()], &vec![1]).unwrap();
+        assert_eq!(s, "# head\n# two lines\n- 1\n");
+    }
+}

@@ -1,0 +1,174 @@
+//! Command-line front end: argument parsing, output, and exit codes. Each command
+//! lives in its own module and only formats what the library computes.
+
+mod cluster;
+mod diff;
+mod doctor;
+mod exec;
+mod gids;
+mod inventory;
+mod k8s;
+mod nccl_env;
+mod nccl_topo;
+mod netdevs;
+mod qos;
+mod snapshot;
+mod topo;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use rdmatopo::{Sysfs, Topology};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Exit code when a command could not run (bad root, unreadable input).
+pub const EXIT_FAILURE: i32 = 3;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "rdmatopo",
+    version,
+    about = "GPU / RDMA NIC / PCIe / NUMA topology from sysfs: nvidia-smi-exact affinity, NCCL settings, container diagnostics"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The GPU/NIC affinity matrix, in `nvidia-smi topo -m` layout.
+    Topo(topo::TopoArgs),
+    /// Everything discovered: PCI tree, GPUs, RDMA devices, ports, GIDs, netdevs, NUMA.
+    Inventory(inventory::InventoryArgs),
+    /// Why RDMA is slow here: every check with evidence and fix (exit 0 clean, 1 warnings, 2 errors).
+    Doctor(doctor::DoctorArgs),
+    /// Capture exactly the sysfs/procfs files rdmatopo reads (plus NVML/verbs facts) as a .tar.gz usable as --root.
+    Snapshot(snapshot::SnapshotArgs),
+    /// What changed between two views (host and pod): CPUs, NICs, MTUs, GID indices, rails, limits, checks.
+    Diff(diff::DiffArgs),
+    /// NCCL variables and the per-rank plan (GPU, HCAs, GID, CPUs), each with its reasons.
+    NcclEnv(nccl_env::NcclEnvArgs),
+    /// Set this local rank's NCCL variables and CPU affinity, then run CMD.
+    Exec(exec::ExecArgs),
+    /// RoCE/IB GID tables in `show_gids` layout, and the GID NCCL would choose.
+    Gids(gids::GidsArgs),
+    /// RDMA ports and their netdevs, in `ibdev2netdev` layout.
+    Netdevs(netdevs::NetdevsArgs),
+    /// RoCE QoS per port: traffic class, priority, ECN (DCQCN), lossless priorities, VF settings; NCCL_IB_TC.
+    Qos(qos::QosArgs),
+    /// Write an NCCL topology file (NCCL_TOPO_FILE), or read one with --input.
+    NcclTopo(nccl_topo::NcclTopoArgs),
+    /// Kubernetes configuration from this node: device-plugin pools per rail, NFD labels, a Pod.
+    K8s(k8s::K8sArgs),
+    /// Do the rails of many nodes line up? Compares node reports and prints the odd nodes.
+    Cluster(cluster::ClusterArgs),
+}
+
+/// Where to read from.
+#[derive(Args, Debug, Clone)]
+pub struct RootArgs {
+    /// Root holding sys/, proc/ and dev/ (a captured tree); `/` is this machine.
+    #[arg(long, env = "RDMATOPO_ROOT", value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+impl RootArgs {
+    pub fn open(&self) -> Result<Sysfs, String> {
+        rdmatopo::open_root(self.root.as_deref()).map_err(|e| e.to_string())
+    }
+
+    pub fn discover(&self) -> Result<(Sysfs, Topology), String> {
+        let fs = self.open()?;
+        let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
+        Ok((fs, topo))
+    }
+}
+
+/// Output format of the table-or-JSON commands.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// What a command produced: text for stdout and an exit code.
+pub struct Output {
+    pub text: String,
+    pub code: i32,
+}
+
+impl Output {
+    pub fn ok(text: String) -> Self {
+        Self { text, code: 0 }
+    }
+}
+
+pub fn json<T: serde::Serialize>(value: &T) -> String {
+    let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// One line saying what a root holds when it has no GPU or RDMA device.
+pub fn nothing_found_line(topo: &Topology) -> Option<String> {
+    (topo.gpus.is_empty() && topo.rdma_devices.is_empty()).then(|| {
+        format!(
+            "rdmatopo: no NVIDIA GPU and no RDMA device under {} ({} PCI functions, {} NUMA node{}, {} netdev{})\n",
+            topo.root,
+            topo.pci.len(),
+            topo.numa_nodes.len(),
+            if topo.numa_nodes.len() == 1 { "" } else { "s" },
+            topo.netdevs.len(),
+            if topo.netdevs.len() == 1 { "" } else { "s" },
+        )
+    })
+}
+
+pub fn run() -> i32 {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        eprintln!("rdmatopo: internal error: {msg} (this is a bug; please report it)");
+    }));
+    let cli = Cli::parse();
+    let result = std::panic::catch_unwind(|| match cli.command {
+        Command::Topo(a) => topo::run(&a),
+        Command::Inventory(a) => inventory::run(&a),
+        Command::Doctor(a) => doctor::run(&a),
+        Command::Snapshot(a) => snapshot::run(&a),
+        Command::Diff(a) => diff::run(&a),
+        Command::NcclEnv(a) => nccl_env::run(&a),
+        Command::Exec(a) => exec::run(&a),
+        Command::Gids(a) => gids::run(&a),
+        Command::Netdevs(a) => netdevs::run(&a),
+        Command::Qos(a) => qos::run(&a),
+        Command::NcclTopo(a) => nccl_topo::run(&a),
+        Command::K8s(a) => k8s::run(&a),
+        Command::Cluster(a) => cluster::run(&a),
+    });
+    match result {
+        Ok(Ok(out)) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(out.text.as_bytes())
+                .and_then(|_| stdout.flush())
+            {
+                Ok(()) => out.code,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => out.code,
+                Err(e) => {
+                    eprintln!("rdmatopo: cannot write output: {e}");
+                    EXIT_FAILURE
+                }
+            }
+        }
+        Ok(Err(msg)) => {
+            eprintln!("rdmatopo: {msg}");
+            EXIT_FAILURE
+        }
+        Err(_) => 101,
+    }
+}

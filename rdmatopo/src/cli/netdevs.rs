@@ -1,0 +1,130 @@
+//! `rdmatopo netdevs`: the `ibdev2netdev` view (`mlx5_0 port 1 ==> ens18np0 (Up)`),
+//! including bonds, and ports whose netdev is not in this network namespace (which
+//! `ibdev2netdev` drops silently).
+
+use super::{Format, Output, RootArgs, json};
+use clap::Args;
+use rdmatopo::Topology;
+use rdmatopo::analysis::gid::is_roce;
+use rdmatopo::model::{Netdev, Port, RdmaDevice};
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Args, Debug)]
+pub struct NetdevsArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// One port (`rdmatopo.netdevs/1`).
+#[derive(Debug, Serialize)]
+struct Row {
+    device: String,
+    port: u32,
+    /// The netdev named for the port, when any.
+    netdev: Option<String>,
+    /// Whether that netdev is in this network namespace.
+    in_namespace: bool,
+    /// `Up` / `Down` from the netdev's `carrier`, as ibdev2netdev prints it.
+    state: Option<String>,
+    /// The bond this netdev is a slave of.
+    master: Option<String>,
+    /// The slaves, when the netdev is a bond.
+    slaves: Vec<String>,
+    bond_mode: Option<String>,
+    /// What the line says when there is no netdev here.
+    note: Option<String>,
+}
+
+fn row(topo: &Topology, dev: &RdmaDevice, port: &Port) -> Row {
+    let visible: Option<&Netdev> = port.netdev.as_deref().and_then(|n| topo.netdev(n));
+    let note = match (&port.netdev, visible) {
+        (_, Some(_)) => None,
+        (Some(_), None) => Some("not in this network namespace".to_string()),
+        (None, None) if is_roce(port) => Some("netdev in another network namespace".to_string()),
+        (None, None) if dev.pci.is_none() => Some("no netdev".to_string()),
+        (None, None) => Some("no IPoIB netdev in this namespace".to_string()),
+    };
+    Row {
+        device: dev.name.clone(),
+        port: port.number,
+        netdev: port.netdev.clone(),
+        in_namespace: visible.is_some(),
+        state: visible.map(|n| {
+            if n.carrier == Some(true) {
+                "Up"
+            } else {
+                "Down"
+            }
+            .to_string()
+        }),
+        master: visible.and_then(|n| n.master.clone()),
+        slaves: visible
+            .and_then(|n| n.bond.as_ref())
+            .map(|b| b.slaves.clone())
+            .unwrap_or_default(),
+        bond_mode: visible
+            .and_then(|n| n.bond.as_ref())
+            .and_then(|b| b.mode.clone()),
+        note,
+    }
+}
+
+pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
+    let (_, topo) = args.root.discover()?;
+    let rows: Vec<Row> = topo
+        .rdma_devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(|p| row(&topo, d, p)))
+        .collect();
+    Ok(Output::ok(match args.format {
+        Format::Json => {
+            #[derive(Serialize)]
+            struct Doc {
+                schema: &'static str,
+                ports: Vec<Row>,
+            }
+            json(&Doc {
+                schema: "rdmatopo.netdevs/1",
+                ports: rows,
+            })
+        }
+        Format::Table => table(&topo, &rows),
+    }))
+}
+
+fn table(topo: &Topology, rows: &[Row]) -> String {
+    let mut s = String::new();
+    if rows.is_empty() {
+        let _ = writeln!(s, "no RDMA device under {}", topo.root);
+    }
+    for r in rows {
+        let _ = write!(s, "{} port {} ==> ", r.device, r.port);
+        match (&r.netdev, &r.state, &r.note) {
+            (Some(n), Some(st), _) => {
+                let _ = write!(s, "{n} ({st})");
+            }
+            (Some(n), None, Some(note)) => {
+                let _ = write!(s, "{n} ({note})");
+            }
+            (_, _, note) => {
+                let _ = write!(s, "- ({})", note.as_deref().unwrap_or("no netdev"));
+            }
+        }
+        if !r.slaves.is_empty() {
+            let mode = r
+                .bond_mode
+                .as_deref()
+                .map(|m| format!(", {m}"))
+                .unwrap_or_default();
+            let _ = write!(s, "  [bond of {}{mode}]", r.slaves.join(" "));
+        }
+        if let Some(m) = &r.master {
+            let _ = write!(s, "  [slave of {m}]");
+        }
+        s.push('\n');
+    }
+    s
+}

@@ -1,0 +1,153 @@
+use super::{Format, Output, RootArgs, json, nothing_found_line};
+use clap::Args;
+use rdmatopo::Topology;
+use rdmatopo::analysis::TopoMatrix;
+use rdmatopo::analysis::container::{ContainerView, Ownership};
+use std::io::IsTerminal;
+
+#[derive(Args, Debug)]
+pub struct TopoArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Only the GPUs and RDMA devices this container owns. The default inside a
+    /// container when ownership is known for certain.
+    #[arg(long, conflicts_with = "all")]
+    pub owned: bool,
+    /// Every GPU and RDMA device visible, even inside a container.
+    #[arg(long)]
+    pub all: bool,
+}
+
+pub fn run(args: &TopoArgs) -> Result<Output, String> {
+    let fs = args.root.open()?;
+    // A host's matrix needs only the affinity facts (about a tenth of the files of a
+    // full read); a container's ownership view and the nothing-found line need the
+    // whole model. The context itself comes from the process view, read in both.
+    let mut topo =
+        rdmatopo::discover_scope(&fs, rdmatopo::Scope::Affinity).map_err(|e| e.to_string())?;
+    let mut view = ContainerView::of(&topo);
+    if args.owned || view.context.is_container() || nothing_found_line(&topo).is_some() {
+        topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
+        view = ContainerView::of(&topo);
+    }
+    let owned_view = args.owned || (!args.all && view.context.is_container() && view.certain);
+    let matrix = if owned_view {
+        let gpus = view.owned_gpus();
+        let nics = view.owned_rdma();
+        let nics: Vec<&str> = nics.iter().map(String::as_str).collect();
+        TopoMatrix::build(&topo, &gpus, &nics)
+    } else {
+        TopoMatrix::for_topology(&topo)
+    };
+    // On a host without --owned the output is nvidia-smi's, unchanged.
+    let header = (owned_view || view.context.is_container())
+        .then(|| header(&topo, &view, owned_view, &matrix));
+    Ok(Output::ok(match args.format {
+        Format::Json => match &header {
+            None => json(&matrix),
+            Some(h) => {
+                let mut value = serde_json::to_value(&matrix).map_err(|e| e.to_string())?;
+                if let Some(obj) = value.as_object_mut() {
+                    obj.insert(
+                        "view".into(),
+                        serde_json::json!({
+                            "devices": if owned_view { "owned" } else { "all" },
+                            "context": view.context,
+                            "certain": view.certain,
+                            "description": h,
+                        }),
+                    );
+                }
+                json(&value)
+            }
+        },
+        Format::Table => {
+            if let Some(line) = nothing_found_line(&topo) {
+                line
+            } else if owned_view && matrix.devices.is_empty() {
+                format!(
+                    "{h}\nrdmatopo: this {} owns none of the {} GPUs and {} RDMA devices visible; `rdmatopo inventory` shows why, `rdmatopo topo --all` shows them\n",
+                    view.context,
+                    topo.gpus.len(),
+                    topo.rdma_devices.len(),
+                    h = header.unwrap_or_default(),
+                )
+            } else {
+                let table = matrix.to_table(std::io::stdout().is_terminal());
+                match header {
+                    Some(h) => format!("{h}\n\n{table}"),
+                    None => table,
+                }
+            }
+        }
+    }))
+}
+
+/// One line saying which view is shown and why.
+fn header(topo: &Topology, view: &ContainerView, owned_view: bool, matrix: &TopoMatrix) -> String {
+    let count = |states: &[Ownership], s| states.iter().filter(|x| **x == s).count();
+    let gpu_states: Vec<Ownership> = view.gpus.iter().map(|g| g.state).collect();
+    let rdma_states: Vec<Ownership> = view.rdma.iter().map(|r| r.state).collect();
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let gpu_names: Vec<String> = matrix
+        .devices
+        .iter()
+        .filter(|d| d.kind == "gpu")
+        .map(|d| format!("{} = {}", d.name, d.pci))
+        .collect();
+    // Name the GPUs only when the matrix numbers them differently from the machine.
+    let names = if gpu_names.is_empty() || gpu_names.len() == topo.gpus.len() {
+        String::new()
+    } else {
+        format!(" ({})", gpu_names.join(", "))
+    };
+    if owned_view {
+        let unknown =
+            count(&gpu_states, Ownership::Unknown) + count(&rdma_states, Ownership::Unknown);
+        let caveat = if unknown > 0 {
+            format!(
+                " Ownership is not certain: {} of unknown ownership left out, see `rdmatopo inventory`.",
+                plural(unknown, "device")
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "View: devices owned by this {}: {} of {} GPUs{names}, {} of {} RDMA devices.{caveat} `--all` shows every visible device.",
+            view.context,
+            count(&gpu_states, Ownership::Owned),
+            topo.gpus.len(),
+            count(&rdma_states, Ownership::Owned),
+            topo.rdma_devices.len(),
+        )
+    } else if view.certain {
+        format!(
+            "View: every visible device (--all); this {} owns {} of {} GPUs and {} of {} RDMA devices.",
+            view.context,
+            count(&gpu_states, Ownership::Owned),
+            topo.gpus.len(),
+            count(&rdma_states, Ownership::Owned),
+            topo.rdma_devices.len(),
+        )
+    } else {
+        let owned = count(&gpu_states, Ownership::Owned) + count(&rdma_states, Ownership::Owned);
+        format!(
+            "View: every visible device: in this {}, ownership of {} is not known for certain (see `rdmatopo inventory`). {}",
+            view.context,
+            plural(
+                count(&gpu_states, Ownership::Unknown) + count(&rdma_states, Ownership::Unknown),
+                "device"
+            ),
+            if owned == 0 {
+                "No device is known to be owned.".to_string()
+            } else {
+                format!(
+                    "`--owned` shows the {} known to be owned.",
+                    plural(owned, "device")
+                )
+            }
+        )
+    }
+}

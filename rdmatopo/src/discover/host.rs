@@ -1,0 +1,390 @@
+//! NUMA nodes, machine-wide facts, and the reading process's own view.
+
+use super::Ctx;
+use crate::model::{CpuInfo, Mount, NetnsMode, NumaNode, NvidiaProcGpu, Topology};
+use crate::parse::{
+    parse_cgroup, parse_cpulist, parse_environ, parse_limits_memlock, parse_rdma_cgroup,
+    parse_status_field,
+};
+use crate::sysfs::join;
+
+const NODE_DIR: &str = "/sys/devices/system/node";
+const PROC_NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
+
+/// Files whose existence says the process runs in a container.
+const CONTAINER_MARKERS: [&str; 4] = [
+    "/.dockerenv",
+    "/run/.containerenv",
+    "/run/secrets/kubernetes.io/serviceaccount",
+    "/var/run/secrets/kubernetes.io/serviceaccount",
+];
+
+/// Largest `/proc/self/mountinfo` read.
+const MOUNTINFO_MAX_BYTES: usize = 8 << 20;
+
+/// Where the NVIDIA device plugin's `volume-mounts` strategy lists the GPUs given.
+const NVIDIA_CONTAINER_DEVICES: &str = "/var/run/nvidia-container-devices";
+
+/// Peer-memory markers NCCL checks before it enables GPUDirect RDMA.
+const PEERMEM_MARKERS: [&str; 3] = [
+    "/sys/module/nvidia_peermem/version",
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+];
+
+/// Environment variables kept in the model: the ones that decide which devices this
+/// process owns and how NCCL will behave.
+fn env_is_relevant(key: &str) -> bool {
+    const EXACT: [&str; 9] = [
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "RANK",
+        "WORLD_SIZE",
+        "KUBERNETES_SERVICE_HOST",
+        "CUDA_DEVICE_ORDER",
+        // Set by podman and systemd-nspawn in the container's environment.
+        "container",
+    ];
+    use crate::analysis::plan::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS};
+    EXACT.contains(&key)
+        || LOCAL_RANK_VARS.contains(&key)
+        || LOCAL_SIZE_VARS.contains(&key)
+        || key.starts_with("NCCL_")
+        || key.starts_with("PCIDEVICE_")
+}
+
+pub(super) fn read_numa(ctx: &mut Ctx, topo: &mut Topology) {
+    let mut nodes: Vec<NumaNode> = ctx
+        .list(NODE_DIR)
+        .into_iter()
+        .filter_map(|name| name.strip_prefix("node")?.parse::<u32>().ok())
+        .map(|id| {
+            let dir = join(NODE_DIR, &format!("node{id}"));
+            let cpus = ctx
+                .attr(&join(&dir, "cpulist"), false, parse_cpulist)
+                .unwrap_or_default();
+            let distances = ctx
+                .attr(&join(&dir, "distance"), true, |t| {
+                    t.split_whitespace()
+                        .map(|d| crate::parse::parse_dec::<u32>("NUMA distance", d))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .unwrap_or_default();
+            NumaNode {
+                id,
+                cpus,
+                distances,
+            }
+        })
+        .collect();
+    nodes.sort_by_key(|n| n.id);
+    topo.numa_nodes = nodes;
+}
+
+pub(super) fn read_host(ctx: &mut Ctx, topo: &mut Topology) {
+    if ctx.scope == super::Scope::Affinity {
+        return;
+    }
+    let host = &mut topo.host;
+    host.cpus_online = ctx.attr("/sys/devices/system/cpu/online", true, parse_cpulist);
+    host.cpu = ctx
+        .fs
+        .read_prefix("/proc/cpuinfo", 8192)
+        .ok()
+        .map(|t| parse_cpuinfo(&t));
+    host.rdma_netns_mode = ctx
+        .text("/sys/module/ib_core/parameters/netns_mode", true)
+        .and_then(|t| match t.trim() {
+            "Y" | "1" => Some(NetnsMode::Shared),
+            "N" | "0" => Some(NetnsMode::Exclusive),
+            _ => None,
+        });
+    host.peermem = PEERMEM_MARKERS
+        .iter()
+        .filter(|p| ctx.fs.exists(p))
+        .map(|p| p.to_string())
+        .collect();
+    host.nvidia_driver = ctx.text("/sys/module/nvidia/version", true);
+    host.default_route_interface = ctx
+        .text("/proc/net/route", true)
+        .and_then(|t| default_route(&t));
+}
+
+/// The interface of the first default IPv4 route in `/proc/net/route`.
+fn default_route(table: &str) -> Option<String> {
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() >= 8 && f[1] == "00000000" && f[7] == "00000000").then(|| f[0].to_string())
+    })
+}
+
+fn parse_cpuinfo(text: &str) -> CpuInfo {
+    let first_block = text.split("\n\n").next().unwrap_or_default();
+    let field = |key: &str| {
+        first_block.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_string())
+        })
+    };
+    CpuInfo {
+        vendor: field("vendor_id"),
+        family: field("cpu family").and_then(|v| v.parse().ok()),
+        model: field("model").and_then(|v| v.parse().ok()),
+        model_name: field("model name"),
+    }
+}
+
+pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
+    let p = &mut topo.process;
+    if let Some(status) = ctx.text("/proc/self/status", true) {
+        p.cap_eff = parse_status_field(&status, "CapEff")
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+        p.cpus_allowed = parse_status_field(&status, "Cpus_allowed_list").and_then(|v| {
+            parse_cpulist(v)
+                .map_err(|e| {
+                    ctx.diags.push(crate::model::Diagnostic::new(
+                        crate::model::Severity::Warning,
+                        "unparsable-attribute",
+                        Some("/proc/self/status"),
+                        e.to_string(),
+                    ))
+                })
+                .ok()
+        });
+    }
+    if let Ok(bytes) = ctx.fs.read_bytes("/proc/self/environ", 1 << 20) {
+        p.env = parse_environ(&bytes)
+            .into_iter()
+            .filter(|(k, _)| env_is_relevant(k))
+            .collect();
+    }
+    p.cgroups = ctx
+        .attr("/proc/self/cgroup", true, parse_cgroup)
+        .unwrap_or_default();
+    p.memlock = ctx.attr("/proc/self/limits", true, parse_limits_memlock);
+    let dirs = cgroup_dirs(&p.cgroups);
+    for dir in &dirs {
+        if p.cgroup_cpuset.is_none() {
+            for name in ["cpuset.cpus.effective", "cpuset.effective_cpus"] {
+                if let Some(set) = ctx.attr(&join(dir, name), true, parse_cpulist) {
+                    p.cgroup_cpuset = Some(set);
+                    break;
+                }
+            }
+        }
+        if p.rdma_max.is_none() {
+            p.rdma_max = ctx.attr(&join(dir, "rdma.max"), true, parse_rdma_cgroup);
+            p.rdma_current = ctx.attr(&join(dir, "rdma.current"), true, parse_rdma_cgroup);
+        }
+    }
+    p.dev_infiniband = ctx.fs.list_opt("/dev/infiniband").unwrap_or_default();
+    let dev = ctx.fs.list("/dev").ok();
+    p.dev_listed = dev.as_ref().is_some_and(|d| !d.is_empty());
+    let mut minors: Vec<u32> = dev
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.strip_prefix("nvidia")?.parse().ok())
+        .collect();
+    minors.sort_unstable();
+    p.dev_nvidia = minors;
+    p.proc_driver_nvidia = ctx.fs.exists("/proc/driver/nvidia");
+    p.proc_nvidia_gpus = ctx.fs.list_opt(PROC_NVIDIA_GPUS).unwrap_or_default();
+    p.proc_nvidia_gpu_info = p
+        .proc_nvidia_gpus
+        .iter()
+        .map(|bus_id| {
+            let path = join(&join(PROC_NVIDIA_GPUS, bus_id), "information");
+            let text = ctx.text(&path, true).unwrap_or_default();
+            parse_nvidia_information(bus_id, &text)
+        })
+        .collect();
+    // Container hosts have thousands of mounts: read more than one attribute's worth.
+    match ctx
+        .fs
+        .read_bytes("/proc/self/mountinfo", MOUNTINFO_MAX_BYTES)
+    {
+        Ok(bytes) => {
+            p.device_mounts = parse_mountinfo(&String::from_utf8_lossy(&bytes))
+                .into_iter()
+                .filter(|m| is_device_mount(&m.mount_point))
+                .collect();
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(e) => ctx.unreadable(&e),
+    }
+    p.container_markers = CONTAINER_MARKERS
+        .iter()
+        .filter(|m| ctx.fs.exists(m))
+        .map(|m| m.to_string())
+        .collect();
+    if p.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str) == Some(NVIDIA_CONTAINER_DEVICES) {
+        p.nvidia_container_devices = ctx
+            .fs
+            .list_opt(NVIDIA_CONTAINER_DEVICES)
+            .unwrap_or_default();
+    }
+}
+
+/// Mount points that say which devices a runtime gave the container.
+fn is_device_mount(mount_point: &str) -> bool {
+    mount_point == "/proc/driver/nvidia"
+        || mount_point.starts_with("/proc/driver/nvidia/gpus/")
+        || mount_point
+            .strip_prefix("/dev/nvidia")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        || mount_point.starts_with("/dev/infiniband")
+}
+
+/// `/proc/driver/nvidia/gpus/<bdf>/information`: `Key: \t value` lines.
+fn parse_nvidia_information(bus_id: &str, text: &str) -> NvidiaProcGpu {
+    let field = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            let v = v.trim();
+            (k.trim() == key && !v.is_empty()).then(|| v.to_string())
+        })
+    };
+    NvidiaProcGpu {
+        bus_id: bus_id.to_string(),
+        model: field("Model"),
+        uuid: field("GPU UUID"),
+        minor: field("Device Minor").and_then(|m| m.parse().ok()),
+    }
+}
+
+/// `/proc/<pid>/mountinfo` (proc(5)): `id parent maj:min root mount-point options
+/// [optional…] - fstype source super-options`, with space, tab, newline and backslash
+/// escaped as octal. Malformed lines are skipped.
+fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let f: Vec<&str> = before.split(' ').collect();
+            let fs_type = after.split(' ').next()?;
+            (f.len() >= 6 && !fs_type.is_empty()).then(|| Mount {
+                root: unescape_octal(f[3]),
+                mount_point: unescape_octal(f[4]),
+                fs_type: fs_type.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Undo the kernel's `\ooo` escaping of mount paths.
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let code = (b[i] == b'\\' && i + 3 < b.len())
+            .then(|| &b[i + 1..i + 4])
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .map(|d| d.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0')))
+            .and_then(|v| u8::try_from(v).ok());
+        if let Some(byte) = code {
+            out.push(byte);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Directories that may hold this process's cgroup files: the v2 path, the v1
+/// `cpuset`/`rdma` paths, and the cgroup-namespace root `/sys/fs/cgroup`.
+fn cgroup_dirs(cgroups: &[crate::parse::CgroupEntry]) -> Vec<String> {
+    let mut dirs = Vec::new();
+    for cg in cgroups {
+        let rel = cg.path.trim_start_matches('/');
+        if rel.contains("..") {
+            continue;
+        }
+        if cg.controllers.is_empty() {
+            dirs.push(format!("/sys/fs/cgroup/{rel}"));
+        }
+        for ctl in &cg.controllers {
+            if ctl == "cpuset" || ctl == "rdma" {
+                dirs.push(format!("/sys/fs/cgroup/{ctl}/{rel}"));
+            }
+        }
+    }
+    dirs.push("/sys/fs/cgroup".to_string());
+    dirs.iter_mut()
+        .for_each(|d| *d = d.trim_end_matches('/').to_string());
+    dirs.dedup();
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_route_from_proc_net_route() {
+        let t = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+                 ens18\t0000A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+                 eno1\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n";
+        assert_eq!(default_route(t).as_deref(), Some("eno1"));
+        assert_eq!(default_route("Iface\n"), None);
+    }
+
+    #[test]
+    fn nvidia_information_fields() {
+        let g = parse_nvidia_information(
+            "0000:18:00.0",
+            "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 420\nGPU UUID: \t GPU-5a1c3e1d-7b2f-4c1e-9d0a-1f2e3d4c5b6a\nBus Location: \t 0000:18:00.0\nDevice Minor: \t 3\n",
+        );
+        assert_eq!(g.model.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(
+            g.uuid.as_deref(),
+            Some("GPU-5a1c3e1d-7b2f-4c1e-9d0a-1f2e3d4c5b6a")
+        );
+        assert_eq!(g.minor, Some(3));
+        let empty = parse_nvidia_information("0000:18:00.0", "Device Minor: \t x\n");
+        assert_eq!((empty.uuid, empty.minor), (None, None));
+    }
+
+    #[test]
+    fn mountinfo_lines() {
+        let t = "1290 1180 0:245 / /proc/driver/nvidia rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw,mode=555\n\
+                 1291 1290 0:22 /driver/nvidia/gpus/0000:18:00.0 /proc/driver/nvidia/gpus/0000:18:00.0 ro,nosuid,nodev,noexec,relatime shared:5 - proc proc rw\n\
+                 1292 1188 0:5 /nvidia3 /dev/nvidia3 ro,nosuid,noexec,relatime master:2 - devtmpfs udev rw,size=1024k\n\
+                 1293 1180 0:60 / /mnt/with\\040space rw - ext4 /dev/sda1 rw\n\
+                 garbage line\n";
+        let m = parse_mountinfo(t);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].fs_type, "tmpfs");
+        assert_eq!(m[1].root, "/driver/nvidia/gpus/0000:18:00.0");
+        assert_eq!(m[2].mount_point, "/dev/nvidia3");
+        assert_eq!(m[3].mount_point, "/mnt/with space");
+        let device: Vec<&str> = m
+            .iter()
+            .filter(|m| is_device_mount(&m.mount_point))
+            .map(|m| m.mount_point.as_str())
+            .collect();
+        assert_eq!(
+            device,
+            [
+                "/proc/driver/nvidia",
+                "/proc/driver/nvidia/gpus/0000:18:00.0",
+                "/dev/nvidia3"
+            ]
+        );
+        assert!(!is_device_mount("/dev/nvidiactl"));
+        assert_eq!(unescape_octal("a\\0"), "a\\0");
+        assert_eq!(unescape_octal("x\\777y\\011"), "x\\777y\t");
+    }
+
+    #[test]
+    fn cpuinfo_first_block() {
+        let c = parse_cpuinfo(
+            "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\nmodel name\t: AMD EPYC 7742 64-Core Processor\n\nprocessor\t: 1\n",
+        );
+        assert_eq!(c.vendor.as_deref(), Some("AuthenticAMD"));
+        assert_eq!((c.family, c.model), (Some(23), Some(49)));
+    }
+}

@@ -1,0 +1,254 @@
+//! Discovery: read a root through [`Sysfs`], parse with [`crate::parse`], and build a
+//! [`Topology`]. Odd or missing attributes become [`Diagnostic`]s; the only error is a
+//! root that holds no sysfs at all.
+
+mod host;
+mod net;
+mod pci;
+mod qos;
+mod rdma;
+
+use crate::model::{Diagnostic, Severity, Topology};
+use crate::parse::ParseError;
+use crate::sources::{FactSource, SourceError};
+use crate::sysfs::{Sysfs, SysfsError};
+
+/// Discovery could not build any model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DiscoverError {
+    #[error(
+        "{root}: no sysfs here (expected {root}/sys/devices or {root}/sys/class); pass --root a captured tree or a snapshot"
+    )]
+    NoSysfs { root: String },
+    #[error(transparent)]
+    Sysfs(#[from] SysfsError),
+}
+
+/// How much of a root discovery reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Scope {
+    /// Everything the model holds.
+    #[default]
+    Full,
+    /// What the GPU/NIC affinity matrix and the container view need, and no more:
+    /// NUMA nodes; vendor, device, class and `numa_node` of every PCI function (the
+    /// tree and its bridges), `local_cpulist` of GPUs and of RDMA devices' functions;
+    /// each RDMA device's PCI function; the process's view; NVML facts. Ports, GID
+    /// tables, netdevs, link state, SR-IOV, drivers, ACS and host details stay empty.
+    /// On a DGX-class tree this reads about a tenth of the files of [`Scope::Full`].
+    Affinity,
+}
+
+/// Builds a [`Topology`] from a root and optional NVML / verbs sources.
+pub struct Discoverer<'a> {
+    fs: &'a Sysfs,
+    sources: Vec<&'a dyn FactSource>,
+    scope: Scope,
+}
+
+impl std::fmt::Debug for Discoverer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Discoverer")
+            .field("fs", &self.fs)
+            .field("sources", &self.sources.len())
+            .finish()
+    }
+}
+
+impl<'a> Discoverer<'a> {
+    pub fn new(fs: &'a Sysfs) -> Self {
+        Self {
+            fs,
+            sources: Vec::new(),
+            scope: Scope::Full,
+        }
+    }
+
+    /// Read only what `scope` needs ([`Scope::Full`] by default).
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Add a source of NVML or verbs facts.
+    pub fn source(mut self, source: &'a dyn FactSource) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// Read everything.
+    ///
+    /// # Errors
+    /// [`DiscoverError::NoSysfs`] when the root has neither `sys/devices` nor `sys/class`.
+    pub fn discover(&self) -> Result<Topology, DiscoverError> {
+        if !self.fs.exists("/sys/devices") && !self.fs.exists("/sys/class") {
+            return Err(DiscoverError::NoSysfs {
+                root: self.fs.label().to_string(),
+            });
+        }
+        let mut ctx = Ctx {
+            fs: self.fs,
+            diags: Vec::new(),
+            scope: self.scope,
+        };
+        let mut topo = Topology::empty(self.fs.label());
+        host::read_numa(&mut ctx, &mut topo);
+        host::read_host(&mut ctx, &mut topo);
+        host::read_process(&mut ctx, &mut topo);
+        pci::read_pci(&mut ctx, &mut topo);
+        rdma::read_rdma(&mut ctx, &mut topo);
+        net::read_netdevs(&mut ctx, &mut topo);
+        rdma::link_port_netdevs(&mut topo);
+        if self.scope == Scope::Full {
+            qos::read_qos(&mut ctx, &mut topo);
+        }
+        for source in &self.sources {
+            match source.collect(self.fs) {
+                Ok(facts) => facts.apply(&mut topo),
+                Err(SourceError::Unavailable(why)) => {
+                    ctx.diags.push(Diagnostic::new(
+                        Severity::Info,
+                        "source-unavailable",
+                        None,
+                        why,
+                    ));
+                }
+                Err(e) => ctx.diags.push(Diagnostic::new(
+                    Severity::Warning,
+                    "source-failed",
+                    None,
+                    e.to_string(),
+                )),
+            }
+        }
+        pci::fill_gpus(&mut topo);
+        if self.scope == Scope::Full {
+            // Cross-checks need the link state and ports a narrower scope leaves out.
+            ctx.diags
+                .extend(crate::analysis::sources_check::check_sources(&topo));
+        }
+        topo.diagnostics = ctx.diags;
+        Ok(topo)
+    }
+}
+
+/// State shared by the readers: the root and the diagnostics collected so far.
+pub(crate) struct Ctx<'a> {
+    pub fs: &'a Sysfs,
+    pub diags: Vec<Diagnostic>,
+    pub scope: Scope,
+}
+
+impl Ctx<'_> {
+    /// Read and parse an attribute. Missing: `None`, silently when `optional`.
+    /// Unreadable or unparsable: `None` and a diagnostic naming the path.
+    pub fn attr<T>(
+        &mut self,
+        path: &str,
+        optional: bool,
+        parse: impl FnOnce(&str) -> Result<T, ParseError>,
+    ) -> Option<T> {
+        let text = self.text(path, optional)?;
+        match parse(&text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.diags.push(Diagnostic::new(
+                    Severity::Warning,
+                    "unparsable-attribute",
+                    Some(path),
+                    e.to_string(),
+                ));
+                None
+            }
+        }
+    }
+
+    /// Read an attribute's text, trimmed of its newline.
+    pub fn text(&mut self, path: &str, optional: bool) -> Option<String> {
+        match self.fs.read(path) {
+            Ok(t) => Some(t.trim_end_matches(['\n', '\0']).to_string()),
+            Err(e) if e.is_not_found() && optional => None,
+            Err(e) => {
+                self.unreadable(&e);
+                None
+            }
+        }
+    }
+
+    /// Read an attribute that legitimately fails on some kernels or slots (EINVAL on
+    /// empty GID slots): any error is `None` without a diagnostic; empty text too.
+    pub fn text_quiet(&self, path: &str) -> Option<String> {
+        let t = self.fs.read(path).ok()?;
+        let t = t.trim_end_matches(['\n', '\0']);
+        (!t.is_empty()).then(|| t.to_string())
+    }
+
+    pub fn unreadable(&mut self, e: &SysfsError) {
+        let severity = if e.is_not_found() {
+            Severity::Info
+        } else {
+            Severity::Warning
+        };
+        let code = if e.is_not_found() {
+            "missing-attribute"
+        } else {
+            "unreadable-attribute"
+        };
+        self.diags.push(Diagnostic::new(
+            severity,
+            code,
+            Some(e.path()),
+            e.to_string(),
+        ));
+    }
+
+    pub fn list(&mut self, path: &str) -> Vec<String> {
+        match self.fs.list_opt(path) {
+            Ok(v) => v,
+            Err(e) => {
+                self.unreadable(&e);
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// Order names naturally: `mlx5_2` before `mlx5_10`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, _) => return std::cmp::Ordering::Less,
+            (_, None) => return std::cmp::Ordering::Greater,
+            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
+                let nx = x.iter().take_while(|b| b.is_ascii_digit()).count();
+                let ny = y.iter().take_while(|b| b.is_ascii_digit()).count();
+                let (dx, dy) = (trim_zeros(&x[..nx]), trim_zeros(&y[..ny]));
+                let ord = dx.len().cmp(&dy.len()).then_with(|| dx.cmp(dy));
+                if ord != std::cmp::Ordering::Equal {
+                    return ord;
+                }
+                x = &x[nx..];
+                y = &y[ny..];
+            }
+            (Some(c), Some(d)) => {
+                if c != d {
+                    return c.cmp(d);
+                }
+                x = &x[1..];
+                y = &y[1..];
+            }
+        }
+    }
+}
+
+fn trim_zeros(d: &[u8]) -> &[u8] {
+    let n = d.iter().take_while(|b| **b == b'0').count();
+    &d[n.min(d.len().saturating_sub(1))..]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,387 @@
+//! PCI functions and the hierarchy from their canonical sysfs paths.
+
+use super::{Ctx, Scope};
+use crate::model::{Gpu, HostBridge, PciFunction, PciRole, PcieLink, Sriov, Topology};
+use crate::parse::{
+    AcsState, PciAddr, parse_acs, parse_cpulist, parse_dec, parse_hex_u16, parse_hex_u32,
+    parse_link_speed, parse_numa_node,
+};
+use crate::sysfs::join;
+use std::collections::{BTreeMap, BTreeSet};
+
+const BUS_DIR: &str = "/sys/bus/pci/devices";
+
+/// Device ids of SR-IOV virtual functions, recognised even when the PF is not visible
+/// (a VF passed into a VM or a pod).
+const KNOWN_VF_IDS: [(u16, u16); 10] = [
+    (0x15b3, 0x1012), // ConnectX-4 VF
+    (0x15b3, 0x1014), // ConnectX-4 Lx VF
+    (0x15b3, 0x1016), // ConnectX-5 VF (older id)
+    (0x15b3, 0x1018), // ConnectX-5 VF
+    (0x15b3, 0x101a), // ConnectX-5 Ex VF
+    (0x15b3, 0x101c), // ConnectX-6 VF
+    (0x15b3, 0x101e), // ConnectX family VF (CX-6 Dx, CX-7)
+    (0x8086, 0x154c), // Intel XL710/X710 VF
+    (0x8086, 0x1889), // Intel E810 VF
+    (0x8086, 0x10ed), // Intel 82599 VF
+];
+
+/// The host-bridge component of a canonical path: `pci<hex>:<hex>`.
+fn is_host_bridge_name(c: &str) -> bool {
+    c.strip_prefix("pci")
+        .and_then(|r| r.split_once(':'))
+        .is_some_and(|(d, b)| {
+            !d.is_empty()
+                && !b.is_empty()
+                && d.bytes().chain(b.bytes()).all(|x| x.is_ascii_hexdigit())
+        })
+}
+
+/// Host bridge name and the chain of PCI addresses (top first) in a canonical path.
+fn chain_of(path: &str) -> Option<(String, String, Vec<PciAddr>)> {
+    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    let hb = comps.iter().rposition(|c| is_host_bridge_name(c))?;
+    let hb_path = format!("/{}", comps[..=hb].join("/"));
+    let chain = comps[hb + 1..]
+        .iter()
+        .map_while(|c| c.parse::<PciAddr>().ok())
+        .collect();
+    Some((comps[hb].to_string(), hb_path, chain))
+}
+
+pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
+    // In the affinity scope only GPUs and RDMA devices' functions are read in detail.
+    let nics = (ctx.scope == Scope::Affinity).then(|| super::rdma::functions(ctx));
+    let mut paths: BTreeMap<PciAddr, String> = BTreeMap::new();
+    for name in ctx.list(BUS_DIR) {
+        let Ok(addr) = name.parse::<PciAddr>() else {
+            ctx.diags.push(crate::model::Diagnostic::new(
+                crate::model::Severity::Warning,
+                "unexpected-entry",
+                Some(&join(BUS_DIR, &name)),
+                "not a PCI address; ignored",
+            ));
+            continue;
+        };
+        match ctx.fs.canonicalize(&join(BUS_DIR, &name)) {
+            Ok(p) => {
+                paths.insert(addr, p);
+            }
+            Err(e) => ctx.unreadable(&e),
+        }
+    }
+    // Bridges named in a device's path but absent from the bus listing (partial captures).
+    let listed: Vec<String> = paths.values().cloned().collect();
+    let mut bridges: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for path in &listed {
+        let Some((hb, hb_path, chain)) = chain_of(path) else {
+            continue;
+        };
+        bridges.entry(hb.clone()).or_insert((hb_path.clone(), hb));
+        let mut dir = hb_path;
+        for a in chain {
+            dir = join(&dir, &a.to_string());
+            paths.entry(a).or_insert_with(|| dir.clone());
+        }
+    }
+    let mut functions: Vec<PciFunction> = paths
+        .iter()
+        .filter_map(|(addr, path)| read_function(ctx, *addr, path, nics.as_ref()))
+        .collect();
+    functions.sort_by_key(|f| f.address);
+    assign_roles(&mut functions);
+    forget_unknown_numa_nodes(ctx, topo, &mut functions);
+    topo.host_bridges = bridges
+        .into_iter()
+        .map(|(name, (path, _))| {
+            let numa_node = functions
+                .iter()
+                .filter(|f| f.host_bridge == name)
+                .find_map(|f| f.numa_node);
+            HostBridge {
+                name,
+                path,
+                numa_node,
+            }
+        })
+        .collect();
+    topo.pci = functions;
+}
+
+/// A `numa_node` naming no node in `/sys/devices/system/node` (broken firmware tables,
+/// hand-edited captures): warn, and treat it as unknown so affinity falls back to the
+/// host bridge's node instead of calling every path SYS.
+fn forget_unknown_numa_nodes(ctx: &mut Ctx, topo: &Topology, functions: &mut [PciFunction]) {
+    if topo.numa_nodes.is_empty() {
+        return; // nothing to check against (a capture without the node directory)
+    }
+    for f in functions.iter_mut() {
+        if let Some(n) = f.numa_node
+            && topo.numa_node(n).is_none()
+        {
+            ctx.diags.push(crate::model::Diagnostic::new(
+                crate::model::Severity::Warning,
+                "unknown-numa-node",
+                Some(&join(&f.path, "numa_node")),
+                format!("NUMA node {n} is not in /sys/devices/system/node; treated as unknown"),
+            ));
+            f.numa_node = None;
+        }
+    }
+}
+
+/// One function. With `nics` (the affinity scope), only the tree's facts are read, and
+/// `local_cpulist` for GPUs and the functions in `nics`.
+fn read_function(
+    ctx: &mut Ctx,
+    address: PciAddr,
+    path: &str,
+    nics: Option<&BTreeSet<PciAddr>>,
+) -> Option<PciFunction> {
+    let (host_bridge, parent) = match chain_of(path) {
+        Some((hb, _, chain)) => {
+            let pos = chain.iter().position(|a| *a == address);
+            (hb, pos.and_then(|p| p.checked_sub(1)).map(|p| chain[p]))
+        }
+        None => ("unknown".to_string(), None),
+    };
+    let at = |name: &str| join(path, name);
+    let vendor = ctx.attr(&at("vendor"), false, |t| parse_hex_u16("vendor", t));
+    let device = ctx.attr(&at("device"), false, |t| parse_hex_u16("device", t));
+    let class = ctx.attr(&at("class"), false, |t| parse_hex_u32("class", t));
+    let (Some(vendor), Some(device), Some(class)) = (vendor, device, class) else {
+        // Vanished (hot-unplug) or broken: diagnostics already name the files.
+        return None;
+    };
+    let full = nics.is_none();
+    let is_gpu = vendor == 0x10de && matches!(class >> 8, 0x0300 | 0x0302);
+    let local = full || is_gpu || nics.is_some_and(|n| n.contains(&address));
+    let width = |t: &str| parse_dec::<u32>("link width", t);
+    let link = if !full {
+        PcieLink::default()
+    } else {
+        PcieLink {
+            current_speed: ctx
+                .attr(&at("current_link_speed"), true, parse_link_speed)
+                .flatten(),
+            current_width: ctx.attr(&at("current_link_width"), true, width),
+            max_speed: ctx
+                .attr(&at("max_link_speed"), true, parse_link_speed)
+                .flatten(),
+            max_width: ctx.attr(&at("max_link_width"), true, width),
+        }
+    };
+    let physfn = full
+        .then(|| ctx.fs.link_name(&at("physfn")).ok())
+        .flatten()
+        .and_then(|n| n.parse().ok());
+    let sriov = if !full {
+        None
+    } else {
+        ctx.attr(&at("sriov_totalvfs"), true, |t| {
+            parse_dec::<u32>("sriov_totalvfs", t)
+        })
+        .map(|total_vfs| {
+            let num_vfs = ctx
+                .attr(&at("sriov_numvfs"), true, |t| {
+                    parse_dec::<u32>("sriov_numvfs", t)
+                })
+                .unwrap_or(0);
+            let mut vfs: Vec<(u32, PciAddr)> = ctx
+                .list(path)
+                .iter()
+                .filter_map(|n| n.strip_prefix("virtfn")?.parse::<u32>().ok())
+                .filter_map(|i| {
+                    Some((
+                        i,
+                        ctx.fs
+                            .link_name(&at(&format!("virtfn{i}")))
+                            .ok()?
+                            .parse()
+                            .ok()?,
+                    ))
+                })
+                .collect();
+            vfs.sort_by_key(|(i, _)| *i);
+            Sriov {
+                total_vfs,
+                num_vfs,
+                vfs: vfs.into_iter().map(|(_, a)| a).collect(),
+            }
+        })
+    };
+    let (vendor_name, device_name) = names(vendor, device);
+    Some(PciFunction {
+        address,
+        path: path.to_string(),
+        host_bridge,
+        parent,
+        role: PciRole::Endpoint,
+        class,
+        vendor,
+        device,
+        subsystem_vendor: full
+            .then(|| {
+                ctx.attr(&at("subsystem_vendor"), true, |t| {
+                    parse_hex_u16("subsystem_vendor", t)
+                })
+            })
+            .flatten(),
+        subsystem_device: full
+            .then(|| {
+                ctx.attr(&at("subsystem_device"), true, |t| {
+                    parse_hex_u16("subsystem_device", t)
+                })
+            })
+            .flatten(),
+        vendor_name,
+        device_name,
+        driver: full.then(|| ctx.fs.link_name(&at("driver")).ok()).flatten(),
+        numa_node: ctx.attr(&at("numa_node"), true, parse_numa_node).flatten(),
+        local_cpus: local
+            .then(|| ctx.attr(&at("local_cpulist"), true, parse_cpulist))
+            .flatten(),
+        link,
+        sriov,
+        is_vf: physfn.is_some() || KNOWN_VF_IDS.contains(&(vendor, device)),
+        physfn,
+        vf_index: None,
+        iommu_group: full
+            .then(|| ctx.fs.link_name(&at("iommu_group")).ok())
+            .flatten()
+            .and_then(|n| n.parse().ok()),
+        acs: (full && class >> 8 == 0x0604)
+            .then(|| read_acs(ctx, &at("config")))
+            .flatten(),
+    })
+}
+
+/// ACS of a bridge from its `config` file (64 bytes without CAP_SYS_ADMIN: then
+/// [`AcsState::NotReadable`]).
+fn read_acs(ctx: &mut Ctx, path: &str) -> Option<AcsState> {
+    match ctx.fs.read_bytes(path, 4096) {
+        Ok(bytes) => match parse_acs(&bytes) {
+            Ok(state) => Some(state),
+            Err(e) => {
+                ctx.diags.push(crate::model::Diagnostic::new(
+                    crate::model::Severity::Warning,
+                    "unparsable-attribute",
+                    Some(path),
+                    e.to_string(),
+                ));
+                None
+            }
+        },
+        Err(e) if e.is_not_found() => None,
+        Err(e) => {
+            ctx.unreadable(&e);
+            None
+        }
+    }
+}
+
+/// Root port, switch upstream or downstream port, from position among bridges.
+fn assign_roles(functions: &mut [PciFunction]) {
+    let roles: BTreeMap<PciAddr, (bool, Option<PciAddr>)> = functions
+        .iter()
+        .map(|f| (f.address, (f.is_bridge(), f.parent)))
+        .collect();
+    let mut memo: BTreeMap<PciAddr, PciRole> = BTreeMap::new();
+    fn role_of(
+        a: PciAddr,
+        roles: &BTreeMap<PciAddr, (bool, Option<PciAddr>)>,
+        memo: &mut BTreeMap<PciAddr, PciRole>,
+        depth: usize,
+    ) -> PciRole {
+        if let Some(r) = memo.get(&a) {
+            return *r;
+        }
+        let (is_bridge, parent) = roles.get(&a).copied().unwrap_or((false, None));
+        let r = if !is_bridge {
+            PciRole::Endpoint
+        } else {
+            match parent {
+                None => PciRole::RootPort,
+                Some(_) if depth > 64 => PciRole::SwitchDownstream,
+                Some(p) => match role_of(p, roles, memo, depth + 1) {
+                    PciRole::SwitchUpstream => PciRole::SwitchDownstream,
+                    _ => PciRole::SwitchUpstream,
+                },
+            }
+        };
+        memo.insert(a, r);
+        r
+    }
+    for f in functions.iter_mut() {
+        f.role = role_of(f.address, &roles, &mut memo, 0);
+    }
+    // VF index from the PF's virtfn links.
+    let vf_index: BTreeMap<PciAddr, u32> = functions
+        .iter()
+        .filter_map(|f| f.sriov.as_ref())
+        .flat_map(|s| s.vfs.iter().enumerate().map(|(i, a)| (*a, i as u32)))
+        .collect();
+    for f in functions.iter_mut() {
+        f.vf_index = vf_index.get(&f.address).copied();
+    }
+}
+
+#[cfg(feature = "pci-names")]
+fn names(vendor: u16, device: u16) -> (Option<String>, Option<String>) {
+    match pci_ids::Device::from_vid_pid(vendor, device) {
+        Some(d) => (
+            Some(d.vendor().name().to_string()),
+            Some(d.name().to_string()),
+        ),
+        None => (
+            <pci_ids::Vendor as pci_ids::FromId<u16>>::from_id(vendor)
+                .map(|v| v.name().to_string()),
+            None,
+        ),
+    }
+}
+
+#[cfg(not(feature = "pci-names"))]
+fn names(_vendor: u16, _device: u16) -> (Option<String>, Option<String>) {
+    (None, None)
+}
+
+/// GPUs in PCI order, with NVML facts merged in when present.
+pub(super) fn fill_gpus(topo: &mut Topology) {
+    let nvml = topo.nvml.clone();
+    topo.gpus = topo
+        .pci
+        .iter()
+        .filter(|f| f.is_nvidia_gpu())
+        .enumerate()
+        .map(|(i, f)| {
+            let facts = nvml.as_ref().and_then(|n| n.gpu(f.address));
+            // Without NVML, the driver's /proc/driver/nvidia/gpus/<bdf>/information.
+            let procfs = topo
+                .process
+                .proc_nvidia_gpu_info
+                .iter()
+                .find(|p| p.bus_id.parse::<crate::parse::PciAddr>().ok() == Some(f.address));
+            Gpu {
+                pci: f.address,
+                index: i as u32,
+                name: facts
+                    .and_then(|g| g.name.clone())
+                    .or_else(|| f.device_name.clone()),
+                uuid: facts
+                    .and_then(|g| g.uuid.clone())
+                    .or_else(|| procfs.and_then(|p| p.uuid.clone())),
+                numa_node: f.numa_node.or_else(|| {
+                    topo.host_bridges
+                        .iter()
+                        .find(|h| h.name == f.host_bridge)?
+                        .numa_node
+                }),
+                local_cpus: f.local_cpus.clone(),
+                minor: facts
+                    .and_then(|g| g.minor_number)
+                    .or_else(|| procfs.and_then(|p| p.minor)),
+            }
+        })
+        .collect();
+}

@@ -1,0 +1,172 @@
+//! RDMA devices (`/sys/class/infiniband`), their ports and GID tables.
+
+use super::{Ctx, Scope, natural_cmp};
+use crate::model::{Gid, Port, RdmaDevice, Topology};
+use crate::parse::{
+    PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type, parse_link_layer,
+    parse_phys_state, parse_port_state, parse_rate,
+};
+use crate::sysfs::join;
+use std::collections::BTreeMap;
+
+const CLASS_DIR: &str = "/sys/class/infiniband";
+const VERBS_DIR: &str = "/sys/class/infiniband_verbs";
+
+pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
+    if ctx.scope == Scope::Affinity {
+        let mut devices: Vec<RdmaDevice> = ctx
+            .list(CLASS_DIR)
+            .into_iter()
+            .map(|name| RdmaDevice {
+                pci: pci_of(ctx, &join(&join(CLASS_DIR, &name), "device")),
+                node_type: None,
+                node_guid: None,
+                sys_image_guid: None,
+                fw_ver: None,
+                hca_type: None,
+                board_id: None,
+                ports: Vec::new(),
+                uverbs: None,
+                name,
+            })
+            .collect();
+        devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+        topo.rdma_devices = devices;
+        return;
+    }
+    let uverbs = uverbs_by_device(ctx);
+    let mut devices: Vec<RdmaDevice> = ctx
+        .list(CLASS_DIR)
+        .into_iter()
+        .map(|name| {
+            let dir = join(CLASS_DIR, &name);
+            read_device(ctx, &dir, name.clone(), uverbs.get(&name).cloned())
+        })
+        .collect();
+    devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+    topo.rdma_devices = devices;
+}
+
+fn uverbs_by_device(ctx: &mut Ctx) -> BTreeMap<String, String> {
+    ctx.list(VERBS_DIR)
+        .into_iter()
+        .filter(|n| n.starts_with("uverbs"))
+        .filter_map(|n| Some((ctx.text(&join(&join(VERBS_DIR, &n), "ibdev"), true)?, n)))
+        .collect()
+}
+
+/// The PCI functions behind RDMA devices (what [`Scope::Affinity`] reads in detail).
+pub(super) fn functions(ctx: &mut Ctx) -> std::collections::BTreeSet<PciAddr> {
+    ctx.list(CLASS_DIR)
+        .iter()
+        .filter_map(|name| pci_of(ctx, &join(&join(CLASS_DIR, name), "device")))
+        .collect()
+}
+
+/// The PCI function behind a device link: the last PCI-address component of its
+/// canonical path (an auxiliary device such as an mlx5 SF resolves to its PF).
+fn pci_of(ctx: &Ctx, link: &str) -> Option<PciAddr> {
+    let real = ctx.fs.canonicalize(link).ok()?;
+    if !real.starts_with("/sys/devices/") || real.contains("/virtual/") {
+        return None;
+    }
+    real.split('/')
+        .filter_map(|c| c.parse::<PciAddr>().ok())
+        .next_back()
+}
+
+fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -> RdmaDevice {
+    let at = |f: &str| join(dir, f);
+    let ports_dir = at("ports");
+    let mut numbers: Vec<u32> = ctx
+        .list(&ports_dir)
+        .iter()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    numbers.sort_unstable();
+    let ports = numbers
+        .into_iter()
+        .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n))
+        .collect();
+    RdmaDevice {
+        pci: pci_of(ctx, &at("device")),
+        node_type: ctx.text(&at("node_type"), true),
+        node_guid: ctx.text(&at("node_guid"), true),
+        sys_image_guid: ctx.text(&at("sys_image_guid"), true),
+        fw_ver: ctx.text(&at("fw_ver"), true),
+        hca_type: ctx.text(&at("hca_type"), true),
+        board_id: ctx.text(&at("board_id"), true),
+        ports,
+        uverbs,
+        name,
+    }
+}
+
+fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
+    let at = |f: &str| join(dir, f);
+    let gids_dir = at("gids");
+    let mut slots: Vec<u32> = ctx
+        .list(&gids_dir)
+        .iter()
+        .filter_map(|g| g.parse().ok())
+        .collect();
+    slots.sort_unstable();
+    let mut gids = Vec::new();
+    for index in &slots {
+        let path = join(&gids_dir, &index.to_string());
+        let Some(gid) = ctx.attr(&path, false, parse_gid) else {
+            continue;
+        };
+        if gid_is_zero(&gid) {
+            continue;
+        }
+        // Reading the attributes of a slot not mapped into this namespace fails with
+        // EINVAL, and `ndevs` always fails on InfiniBand: both mean "none".
+        let gid_type = ctx
+            .text_quiet(&at(&format!("gid_attrs/types/{index}")))
+            .and_then(|t| parse_gid_type(&t).ok());
+        let netdev = ctx.text_quiet(&at(&format!("gid_attrs/ndevs/{index}")));
+        gids.push(Gid {
+            index: *index,
+            gid: format_gid(&gid),
+            ipv4: gid_ipv4(&gid).map(|a| a.to_string()),
+            gid_type,
+            netdev,
+        });
+    }
+    Port {
+        number,
+        state: ctx.attr(&at("state"), false, parse_port_state),
+        phys_state: ctx.attr(&at("phys_state"), true, parse_phys_state),
+        rate: ctx.attr(&at("rate"), true, parse_rate),
+        link_layer: ctx.attr(&at("link_layer"), false, parse_link_layer),
+        lid: ctx.text(&at("lid"), true),
+        gid_table_len: slots.last().map_or(0, |l| l + 1),
+        gids,
+        netdev: None,
+    }
+}
+
+/// The ibdev2netdev relation: a RoCE port's netdev is the `ndevs` entry of any valid
+/// GID (slot 0 is often empty in pods); otherwise the netdev on the same PCI
+/// function, matched by `dev_port` when the function has several.
+pub(super) fn link_port_netdevs(topo: &mut Topology) {
+    let netdevs = topo.netdevs.clone();
+    for dev in &mut topo.rdma_devices {
+        let on_function: Vec<&crate::model::Netdev> = netdevs
+            .iter()
+            .filter(|n| n.pci.is_some() && n.pci == dev.pci && n.master.is_none())
+            .collect();
+        let single_port = dev.ports.len() == 1;
+        for port in &mut dev.ports {
+            let by_gid = port.gids.iter().find_map(|g| g.netdev.clone());
+            port.netdev = by_gid.or_else(|| match on_function.as_slice() {
+                [only] => Some(only.name.clone()),
+                many if !many.is_empty() && !single_port => many
+                    .get(port.number.saturating_sub(1) as usize)
+                    .map(|n| n.name.clone()),
+                many => many.first().map(|n| n.name.clone()),
+            });
+        }
+    }
+}

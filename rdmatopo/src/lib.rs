@@ -1,0 +1,128 @@
+//! # rdmatopo
+//!
+//! GPU, RDMA NIC, PCIe and NUMA topology from Linux sysfs, in one model: the
+//! nvidia-smi affinity classes exactly as NVIDIA computes them, per-rank NCCL settings
+//! and CPU binding, container diagnostics, NCCL topology files and Kubernetes
+//! configuration.
+//!
+//! Every read goes through one root directory (`/` live, or a captured tree such as an
+//! untarred `hwloc-gather-topology` or `rdmatopo snapshot`):
+//!
+//! ```no_run
+//! let topo = rdmatopo::discover(Some(std::path::Path::new("fixtures/h100-dgx/root")))?;
+//! let matrix = rdmatopo::analysis::TopoMatrix::for_topology(&topo);
+//! println!("{:?}", matrix.get("GPU0", "NIC0"));
+//! # Ok::<(), rdmatopo::Error>(())
+//! ```
+//!
+//! Layers: [`sysfs`] is the only code that touches the filesystem; [`parse`] turns
+//! text into values; [`discover`] builds the [`Topology`]; [`analysis`] is pure
+//! functions of it; [`sources`] brings NVML and libibverbs facts, live or replayed.
+
+pub mod analysis;
+pub mod discover;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod model;
+pub mod nccl_xml;
+pub mod parse;
+pub mod snapshot;
+pub mod sources;
+pub mod sysfs;
+
+pub use discover::{DiscoverError, Discoverer, Scope};
+pub use model::Topology;
+pub use sysfs::Sysfs;
+
+use std::path::Path;
+
+/// The version of this library.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Any rdmatopo failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Discover(#[from] DiscoverError),
+    #[error(transparent)]
+    Analysis(#[from] analysis::AnalysisError),
+    #[error("invalid model JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotError),
+}
+
+/// Open a root: `None` or `/` is the live system, a directory is a captured tree, and
+/// a `.tar`, `.tar.gz` or `.tgz` file is a snapshot read into memory
+/// ([`snapshot::load`]).
+pub fn open_root(root: Option<&Path>) -> Result<Sysfs, Error> {
+    match root {
+        None => Ok(Sysfs::live()),
+        Some(p) if p == Path::new("/") => Ok(Sysfs::live()),
+        Some(p) if !p.is_dir() && snapshot::is_archive(p) => {
+            Ok(Sysfs::memory(snapshot::load(p)?, p.display().to_string()))
+        }
+        Some(p) => {
+            if !p.is_dir() {
+                return Err(Error::Io {
+                    path: p.display().to_string(),
+                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+                });
+            }
+            Ok(Sysfs::at(p))
+        }
+    }
+}
+
+/// Discover `root` (`None` = `/`) with the NVML and verbs sources that suit it.
+///
+/// # Errors
+/// When the root is missing or holds no sysfs.
+pub fn discover(root: Option<&Path>) -> Result<Topology, Error> {
+    let fs = open_root(root)?;
+    discover_fs(&fs)
+}
+
+/// Discover an opened root with the default sources.
+///
+/// # Errors
+/// When the root holds no sysfs.
+pub fn discover_fs(fs: &Sysfs) -> Result<Topology, Error> {
+    discover_scope(fs, Scope::Full)
+}
+
+/// Discover an opened root with the default sources, reading only what `scope` needs.
+///
+/// # Errors
+/// When the root holds no sysfs.
+pub fn discover_scope(fs: &Sysfs, scope: Scope) -> Result<Topology, Error> {
+    let sources = sources::default_sources(fs);
+    let mut d = Discoverer::new(fs).scope(scope);
+    for s in &sources {
+        d = d.source(s.as_ref());
+    }
+    Ok(d.discover()?)
+}
+
+/// The inventory document (`rdmatopo.inventory/1`): the model's fields plus the
+/// `container` view beside them, as `rdmatopo inventory --format json` prints it and as
+/// the Python and C bindings return it. [`Topology::from_json`] reads it back (the
+/// view is derived, so it is ignored on input).
+pub fn inventory_json(topo: &Topology) -> String {
+    let mut value = serde_json::to_value(topo).unwrap_or_default();
+    if let Some(obj) = value.as_object_mut()
+        && let Ok(view) = serde_json::to_value(analysis::container::ContainerView::of(topo))
+    {
+        obj.insert("container".into(), view);
+    }
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}

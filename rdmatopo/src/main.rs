@@ -1,0 +1,7 @@
+//! The `rdmatopo` command.
+
+mod cli;
+
+fn main() {
+    std::process::exit(cli::run());
+}

@@ -1,0 +1,142 @@
+use crate::parse::{CgroupEntry, CpuSet, MemlockLimit, RdmaLimit};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A NUMA node (`/sys/devices/system/node/node<N>/`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaNode {
+    pub id: u32,
+    /// `cpulist` (empty for memory-only nodes).
+    pub cpus: CpuSet,
+    /// `distance`: SLIT distances to every node, in node order.
+    pub distances: Vec<u32>,
+}
+
+/// The CPU model (first block of `/proc/cpuinfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuInfo {
+    /// `vendor_id` (`GenuineIntel`, `AuthenticAMD`).
+    pub vendor: Option<String>,
+    /// `cpu family`.
+    pub family: Option<u32>,
+    /// `model`.
+    pub model: Option<u32>,
+    /// `model name`.
+    pub model_name: Option<String>,
+}
+
+/// RDMA network-namespace mode (`/sys/module/ib_core/parameters/netns_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetnsMode {
+    Shared,
+    Exclusive,
+}
+
+/// Machine-wide facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    /// `/sys/devices/system/cpu/online`.
+    pub cpus_online: Option<CpuSet>,
+    pub cpu: Option<CpuInfo>,
+    pub rdma_netns_mode: Option<NetnsMode>,
+    /// Paths of the GPUDirect RDMA peer-memory markers that exist
+    /// (`/sys/module/nvidia_peermem/version`, `/sys/kernel/mm/memory_peers/nv_mem/version`).
+    pub peermem: Vec<String>,
+    /// NVIDIA kernel driver version (`/sys/module/nvidia/version`).
+    pub nvidia_driver: Option<String>,
+    /// Interface of the default IPv4 route (`/proc/net/route`).
+    pub default_route_interface: Option<String>,
+}
+
+/// Facts about the process that reads (the container's view).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    /// `Cpus_allowed_list` of `/proc/self/status`.
+    pub cpus_allowed: Option<CpuSet>,
+    /// Effective cgroup cpuset (`cpuset.cpus.effective`, or v1 `cpuset.effective_cpus`).
+    pub cgroup_cpuset: Option<CpuSet>,
+    /// `Max locked memory` soft limit of `/proc/self/limits`.
+    pub memlock: Option<MemlockLimit>,
+    /// `/proc/self/cgroup`.
+    pub cgroups: Vec<CgroupEntry>,
+    /// rdma cgroup `rdma.max`, when the controller is there.
+    pub rdma_max: Option<Vec<RdmaLimit>>,
+    /// rdma cgroup `rdma.current`.
+    pub rdma_current: Option<Vec<RdmaLimit>>,
+    /// The variables of `/proc/self/environ` that matter here (`CUDA_VISIBLE_DEVICES`,
+    /// `NVIDIA_VISIBLE_DEVICES`, `LOCAL_RANK`, `PCIDEVICE_*`, `NCCL_*`, …).
+    pub env: BTreeMap<String, String>,
+    /// `/dev/infiniband/*` entries present.
+    pub dev_infiniband: Vec<String>,
+    /// Minor numbers of the `/dev/nvidia<N>` nodes present.
+    pub dev_nvidia: Vec<u32>,
+    /// GPUs listed under `/proc/driver/nvidia/gpus/`.
+    pub proc_nvidia_gpus: Vec<String>,
+    /// Whether `/proc/driver/nvidia` exists (the NVIDIA container runtime mounts its own
+    /// copy, listing only the GPUs it gives the container).
+    #[serde(default)]
+    pub proc_driver_nvidia: bool,
+    /// `/proc/driver/nvidia/gpus/<bdf>/information` of each listed GPU.
+    #[serde(default)]
+    pub proc_nvidia_gpu_info: Vec<NvidiaProcGpu>,
+    /// Whether `/dev` could be listed: a capture without `/dev` says nothing about
+    /// which device nodes the process has.
+    #[serde(default)]
+    pub dev_listed: bool,
+    /// Effective capabilities (`CapEff` of `/proc/self/status`). A privileged container
+    /// holds them all and sees the host's `/dev`.
+    #[serde(default)]
+    pub cap_eff: Option<u64>,
+    /// Mounts of `/proc/self/mountinfo` that container runtimes make for devices: the
+    /// NVIDIA runtime's `/proc/driver/nvidia` tmpfs and its bind mounts of
+    /// `/proc/driver/nvidia/gpus/<bdf>` and `/dev/nvidia<N>`, and `/dev/infiniband/*`.
+    #[serde(default)]
+    pub device_mounts: Vec<Mount>,
+    /// Container marker files that exist (`/.dockerenv`, `/run/.containerenv`,
+    /// `/var/run/secrets/kubernetes.io/serviceaccount`).
+    #[serde(default)]
+    pub container_markers: Vec<String>,
+    /// Names under `/var/run/nvidia-container-devices` (the NVIDIA device plugin's
+    /// `volume-mounts` strategy: one entry per GPU index or UUID given).
+    #[serde(default)]
+    pub nvidia_container_devices: Vec<String>,
+}
+
+/// What the NVIDIA driver says about one GPU in
+/// `/proc/driver/nvidia/gpus/<bdf>/information`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvidiaProcGpu {
+    /// The directory name (`0000:18:00.0`).
+    pub bus_id: String,
+    /// `Model:`.
+    pub model: Option<String>,
+    /// `GPU UUID:` (`GPU-…`).
+    pub uuid: Option<String>,
+    /// `Device Minor:`: the N of `/dev/nvidia<N>`.
+    pub minor: Option<u32>,
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// Where it is mounted in this mount namespace.
+    pub mount_point: String,
+    /// The directory of the source filesystem that is mounted there (`/` for a whole
+    /// filesystem, `/nvidia0` for a bind mount of one devtmpfs node).
+    pub root: String,
+    /// Filesystem type (`tmpfs`, `proc`, `devtmpfs`).
+    pub fs_type: String,
+}
+
+impl Process {
+    /// The CPUs this process may run on: the allowed list, narrowed by the cgroup cpuset.
+    pub fn usable_cpus(&self) -> Option<CpuSet> {
+        match (&self.cpus_allowed, &self.cgroup_cpuset) {
+            (Some(a), Some(c)) => Some(a.intersection(c)),
+            (Some(a), None) => Some(a.clone()),
+            (None, Some(c)) => Some(c.clone()),
+            (None, None) => None,
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The model: plain owned data, deterministic order (PCI address, then name), and a
+//! JSON form that is the contract shared by the CLI, Python and C.
+
+mod diagnostic;
+mod gpu;
+mod host;
+mod net;
+mod pci;
+mod qos;
+mod rdma;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use gpu::{Gpu, MigMode, NvLink, NvLinkRemote, NvmlGpu, NvmlPcie, NvmlSnapshot, TopologyLevel};
+pub use host::{CpuInfo, Host, Mount, NetnsMode, NumaNode, NvidiaProcGpu, Process};
+pub use net::{Bond, Netdev, NetdevKind};
+pub use pci::{HostBridge, PciFunction, PciRole, PcieLink, Sriov};
+pub use qos::{Ecn, EcnPoint, NetdevQos, PortQos, QosFacts, VfQos};
+pub use rdma::{Gid, Port, RdmaDevice, VerbsDevice, VerbsPort, VerbsSnapshot};
+
+use crate::parse::PciAddr;
+use serde::{Deserialize, Serialize};
+
+/// Schema tag of [`Topology`]'s JSON.
+pub const INVENTORY_SCHEMA: &str = "rdmatopo.inventory/1";
+
+/// Everything rdmatopo learned about one machine (or one container's view of it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Topology {
+    pub schema: String,
+    /// The root the facts were read from (`/` when live).
+    pub root: String,
+    pub host: Host,
+    pub process: Process,
+    pub numa_nodes: Vec<NumaNode>,
+    pub host_bridges: Vec<HostBridge>,
+    /// Every PCI function, bridges included, in address order.
+    pub pci: Vec<PciFunction>,
+    pub gpus: Vec<Gpu>,
+    pub rdma_devices: Vec<RdmaDevice>,
+    pub netdevs: Vec<Netdev>,
+    /// NVML facts, when a live or snapshot source provided them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml: Option<NvmlSnapshot>,
+    /// libibverbs facts, when a live or snapshot source provided them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbs: Option<VerbsSnapshot>,
+    /// RoCE QoS facts (traffic class, ECN, port buffers, VF settings), where the
+    /// driver exposes them.
+    #[serde(default, skip_serializing_if = "QosFacts::is_empty")]
+    pub qos: QosFacts,
+    /// What could not be read or made sense of, each naming its path.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Topology {
+    /// An empty model for `root` (what discovery fills in).
+    pub fn empty(root: impl Into<String>) -> Self {
+        Self {
+            schema: INVENTORY_SCHEMA.to_string(),
+            root: root.into(),
+            host: Host::default(),
+            process: Process::default(),
+            numa_nodes: Vec::new(),
+            host_bridges: Vec::new(),
+            pci: Vec::new(),
+            gpus: Vec::new(),
+            rdma_devices: Vec::new(),
+            netdevs: Vec::new(),
+            nvml: None,
+            verbs: None,
+            qos: QosFacts::default(),
+            diagnostics: Vec::new(),
+        }
+    }
+
+    /// The PCI function at `addr`.
+    pub fn pci_function(&self, addr: PciAddr) -> Option<&PciFunction> {
+        self.pci
+            .binary_search_by(|f| f.address.cmp(&addr))
+            .ok()
+            .map(|i| &self.pci[i])
+    }
+
+    /// The RDMA device called `name`.
+    pub fn rdma_device(&self, name: &str) -> Option<&RdmaDevice> {
+        self.rdma_devices.iter().find(|d| d.name == name)
+    }
+
+    /// The netdev called `name`.
+    pub fn netdev(&self, name: &str) -> Option<&Netdev> {
+        self.netdevs.iter().find(|n| n.name == name)
+    }
+
+    /// The NUMA node with id `id`.
+    pub fn numa_node(&self, id: u32) -> Option<&NumaNode> {
+        self.numa_nodes.iter().find(|n| n.id == id)
+    }
+
+    /// Upstream bridges of `addr`, nearest first (not including `addr`).
+    pub fn ancestors(&self, addr: PciAddr) -> Vec<&PciFunction> {
+        let mut out = Vec::new();
+        let mut cur = self.pci_function(addr).and_then(|f| f.parent);
+        while let Some(a) = cur {
+            let Some(f) = self.pci_function(a) else { break };
+            if out.len() > 64 || out.iter().any(|o: &&PciFunction| o.address == a) {
+                break; // a cycle can only come from a hand-edited JSON model
+            }
+            out.push(f);
+            cur = f.parent;
+        }
+        out
+    }
+
+    /// Serialize to the JSON contract.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Read the JSON contract back.
+    ///
+    /// # Errors
+    /// When the text is not a model of this schema.
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}

@@ -1,0 +1,54 @@
+use crate::parse::PciAddr;
+use serde::{Deserialize, Serialize};
+
+/// What a netdev is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetdevKind {
+    /// On a physical PCI function.
+    Physical,
+    /// On an SR-IOV virtual function.
+    VirtualFunction,
+    /// A bonding master.
+    Bond,
+    Loopback,
+    /// veth, macvlan, ipvlan, bridges, tunnels: no device of its own.
+    Virtual,
+}
+
+/// Bonding facts of a master (`bonding/mode`, `bonding/slaves`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bond {
+    pub mode: Option<String>,
+    pub slaves: Vec<String>,
+}
+
+/// A network interface visible in this network namespace (`/sys/class/net/<if>/`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Netdev {
+    pub name: String,
+    pub kind: NetdevKind,
+    /// The PCI function behind it (from the canonical path).
+    pub pci: Option<PciAddr>,
+    /// `mtu`.
+    pub mtu: Option<u32>,
+    /// `operstate`.
+    pub operstate: Option<String>,
+    /// `carrier` (unreadable while the interface is down).
+    pub carrier: Option<bool>,
+    /// `speed` in Mb/s (unreadable or -1 when unknown).
+    pub speed_mbps: Option<u64>,
+    /// `address`.
+    pub address: Option<String>,
+    /// `type` (ARPHRD: 1 Ethernet, 32 InfiniBand).
+    pub arphrd: Option<u32>,
+    /// `ifindex` and `iflink`; they differ for veth and other stacked devices.
+    pub ifindex: Option<u32>,
+    pub iflink: Option<u32>,
+    /// Basename of the `master` link.
+    pub master: Option<String>,
+    pub bond: Option<Bond>,
+    /// IPv4 addresses (from `/proc/net/fib_trie` and `/proc/net/route`).
+    #[serde(default)]
+    pub ipv4: Vec<String>,
+}

@@ -1,0 +1,112 @@
+use crate::parse::{GidType, LinkLayer, PciAddr, PhysState, PortState, Rate};
+use serde::{Deserialize, Serialize};
+
+/// One valid entry of a port's GID table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gid {
+    pub index: u32,
+    /// `gids/<i>`, as the kernel prints it.
+    pub gid: String,
+    /// The IPv4 address of an IPv4-mapped GID.
+    pub ipv4: Option<String>,
+    /// `gid_attrs/types/<i>` (unreadable in some pods: `None`).
+    pub gid_type: Option<GidType>,
+    /// `gid_attrs/ndevs/<i>` (none on InfiniBand).
+    pub netdev: Option<String>,
+}
+
+/// A port of an RDMA device (`ports/<n>/`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Port {
+    pub number: u32,
+    /// `state`.
+    pub state: Option<PortState>,
+    /// `phys_state`.
+    pub phys_state: Option<PhysState>,
+    /// `rate`.
+    pub rate: Option<Rate>,
+    /// `link_layer`.
+    pub link_layer: Option<LinkLayer>,
+    /// `lid` (`0x1a`).
+    pub lid: Option<String>,
+    /// Number of `gids/<i>` slots.
+    pub gid_table_len: u32,
+    /// The non-zero slots.
+    pub gids: Vec<Gid>,
+    /// The netdev of this port (the ibdev2netdev relation), when visible.
+    pub netdev: Option<String>,
+}
+
+impl Port {
+    pub fn is_active(&self) -> bool {
+        self.state == Some(PortState::Active)
+    }
+}
+
+/// An RDMA device (`/sys/class/infiniband/<name>/`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RdmaDevice {
+    pub name: String,
+    /// The PCI function (the `device` link); `None` for software devices (rxe, siw).
+    pub pci: Option<PciAddr>,
+    /// `node_type` (`1: CA`).
+    pub node_type: Option<String>,
+    /// `node_guid`.
+    pub node_guid: Option<String>,
+    /// `sys_image_guid`: the same on every function of one adapter.
+    pub sys_image_guid: Option<String>,
+    /// `fw_ver`.
+    pub fw_ver: Option<String>,
+    /// `hca_type` (`MT4129`).
+    pub hca_type: Option<String>,
+    /// `board_id` (the PSID on mlx5).
+    pub board_id: Option<String>,
+    pub ports: Vec<Port>,
+    /// `uverbs<N>` char device of this device (`/sys/class/infiniband_verbs/*/ibdev`).
+    pub uverbs: Option<String>,
+}
+
+/// Per-port facts from `ibv_query_port`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbsPort {
+    pub port: u32,
+    /// `ACTIVE`, `DOWN`, … (the names sysfs `state` uses).
+    pub state: Option<String>,
+    /// Active MTU in bytes (256…4096).
+    pub active_mtu: Option<u32>,
+    pub max_mtu: Option<u32>,
+    /// `InfiniBand`, `Ethernet` or `Unknown` (as sysfs `link_layer`).
+    pub link_layer: Option<String>,
+    /// `active_speed` code of `ibv_port_attr` (1 SDR, 2 DDR, 4 QDR, 8 FDR10, 16 FDR,
+    /// 32 EDR, 64 HDR, 128 NDR).
+    pub active_speed: Option<u32>,
+    /// `active_width` code of `ibv_port_attr` (1 = 1X, 2 = 4X, 4 = 8X, 8 = 12X, 16 = 2X).
+    pub active_width: Option<u32>,
+    pub gid_tbl_len: Option<u32>,
+    /// Valid GID entries with their types, from `ibv_query_gid_table` (`netdev` is left
+    /// empty: sysfs names it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gids: Vec<Gid>,
+}
+
+/// Per-device facts from `ibv_query_device` / `ibv_query_port`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbsDevice {
+    pub name: String,
+    pub max_qp: Option<u32>,
+    pub max_cq: Option<u32>,
+    pub max_mr: Option<u32>,
+    pub max_srq: Option<u32>,
+    pub ports: Vec<VerbsPort>,
+}
+
+/// The libibverbs view of a machine (live, or replayed from `rdmatopo/verbs.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbsSnapshot {
+    pub schema: String,
+    pub devices: Vec<VerbsDevice>,
+}
+
+impl VerbsSnapshot {
+    pub const SCHEMA: &'static str = "rdmatopo.verbs/1";
+}

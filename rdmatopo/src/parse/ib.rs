@@ -1,0 +1,242 @@
+use super::ParseError;
+use serde::{Deserialize, Serialize};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// A port's logical state (`ports/<n>/state`, `"%d: %s"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PortState {
+    Nop,
+    Down,
+    Init,
+    Armed,
+    Active,
+    ActiveDefer,
+    Unknown,
+}
+
+/// Parse `state` (`4: ACTIVE`). The number decides; the name is informative.
+pub fn parse_port_state(text: &str) -> Result<PortState, ParseError> {
+    let (num, _) = split_numbered(text, "port state")?;
+    Ok(match num {
+        0 => PortState::Nop,
+        1 => PortState::Down,
+        2 => PortState::Init,
+        3 => PortState::Armed,
+        4 => PortState::Active,
+        5 => PortState::ActiveDefer,
+        _ => PortState::Unknown,
+    })
+}
+
+/// A port's physical state (`ports/<n>/phys_state`, `5: LinkUp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhysState {
+    pub code: u32,
+    pub name: String,
+}
+
+impl PhysState {
+    pub fn is_link_up(&self) -> bool {
+        self.code == 5
+    }
+}
+
+pub fn parse_phys_state(text: &str) -> Result<PhysState, ParseError> {
+    let (code, name) = split_numbered(text, "port phys_state")?;
+    Ok(PhysState {
+        code,
+        name: name.to_string(),
+    })
+}
+
+fn split_numbered<'a>(text: &'a str, what: &'static str) -> Result<(u32, &'a str), ParseError> {
+    let t = text.trim();
+    let (num, name) = t
+        .split_once(':')
+        .ok_or_else(|| ParseError::new(what, text, "expected \"<n>: <name>\""))?;
+    let num = num
+        .trim()
+        .parse()
+        .map_err(|_| ParseError::new(what, text, "bad number"))?;
+    Ok((num, name.trim()))
+}
+
+/// A port's link rate (`ports/<n>/rate`, `400 Gb/sec (4X NDR)`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub gbps: f64,
+    pub lanes: u32,
+    /// Per-lane speed name (`NDR`, `HDR`, …), empty for SDR on old kernels.
+    pub speed: String,
+}
+
+pub fn parse_rate(text: &str) -> Result<Rate, ParseError> {
+    let err = |r: &str| ParseError::new("port rate", text, r);
+    let t = text.trim();
+    let (gbps, rest) = t
+        .split_once(" Gb/sec")
+        .ok_or_else(|| err("expected \"<n> Gb/sec (<w>X <speed>)\""))?;
+    let gbps: f64 = gbps.trim().parse().map_err(|_| err("bad rate number"))?;
+    if !(0.0..=1.0e6).contains(&gbps) {
+        return Err(err("rate out of range"));
+    }
+    let inner = rest
+        .trim()
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| err("missing (…)"))?;
+    let (lanes, speed) = inner
+        .split_once('X')
+        .ok_or_else(|| err("missing lane count"))?;
+    let lanes = lanes.trim().parse().map_err(|_| err("bad lane count"))?;
+    Ok(Rate {
+        gbps,
+        lanes,
+        speed: speed.trim().to_string(),
+    })
+}
+
+/// `ports/<n>/link_layer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LinkLayer {
+    InfiniBand,
+    Ethernet,
+    Unknown,
+}
+
+impl LinkLayer {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::InfiniBand => "InfiniBand",
+            Self::Ethernet => "Ethernet",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+pub fn parse_link_layer(text: &str) -> Result<LinkLayer, ParseError> {
+    match text.trim() {
+        "InfiniBand" => Ok(LinkLayer::InfiniBand),
+        "Ethernet" => Ok(LinkLayer::Ethernet),
+        "Unknown" => Ok(LinkLayer::Unknown),
+        _ => Err(ParseError::new(
+            "link_layer",
+            text,
+            "expected InfiniBand, Ethernet or Unknown",
+        )),
+    }
+}
+
+/// Parse a GID (`%pI6`: eight groups of four hex digits; compressed forms accepted too).
+pub fn parse_gid(text: &str) -> Result<Ipv6Addr, ParseError> {
+    text.trim()
+        .parse()
+        .map_err(|_| ParseError::new("GID", text, "not an IPv6-formatted GID"))
+}
+
+/// The kernel's own text for a GID: eight uncompressed groups.
+pub fn format_gid(gid: &Ipv6Addr) -> String {
+    let s = gid.segments();
+    s.iter()
+        .map(|g| format!("{g:04x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+pub fn gid_is_zero(gid: &Ipv6Addr) -> bool {
+    gid.is_unspecified()
+}
+
+/// `fe80::/64`, which NCCL never picks for RoCE.
+pub fn gid_is_link_local(gid: &Ipv6Addr) -> bool {
+    let s = gid.segments();
+    s[0] == 0xfe80 && s[1] == 0 && s[2] == 0 && s[3] == 0
+}
+
+/// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`).
+pub fn gid_ipv4(gid: &Ipv6Addr) -> Option<Ipv4Addr> {
+    gid.to_ipv4_mapped()
+}
+
+/// `gid_attrs/types/<i>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GidType {
+    #[serde(rename = "IB/RoCE v1")]
+    IbRoceV1,
+    #[serde(rename = "RoCE v2")]
+    RoceV2,
+}
+
+impl GidType {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::IbRoceV1 => "IB/RoCE v1",
+            Self::RoceV2 => "RoCE v2",
+        }
+    }
+
+    /// `v1` / `v2`, as show_gids prints it.
+    pub fn short(&self) -> &'static str {
+        match self {
+            Self::IbRoceV1 => "v1",
+            Self::RoceV2 => "v2",
+        }
+    }
+}
+
+/// Parse a GID type. `RoCE v1` (NCCL accepts it) is v1.
+pub fn parse_gid_type(text: &str) -> Result<GidType, ParseError> {
+    match text.trim() {
+        "IB/RoCE v1" | "RoCE v1" => Ok(GidType::IbRoceV1),
+        "RoCE v2" => Ok(GidType::RoceV2),
+        _ => Err(ParseError::new(
+            "GID type",
+            text,
+            "expected \"IB/RoCE v1\" or \"RoCE v2\"",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states() {
+        assert_eq!(parse_port_state("4: ACTIVE\n").unwrap(), PortState::Active);
+        assert_eq!(parse_port_state("1: DOWN").unwrap(), PortState::Down);
+        assert_eq!(parse_port_state("9: WHAT").unwrap(), PortState::Unknown);
+        assert!(parse_port_state("ACTIVE").is_err());
+        let p = parse_phys_state("5: LinkUp\n").unwrap();
+        assert!(p.is_link_up());
+        assert_eq!(parse_phys_state("3: Disabled").unwrap().name, "Disabled");
+    }
+
+    #[test]
+    fn rates_from_the_kernel_format() {
+        let r = parse_rate("400 Gb/sec (4X NDR)\n").unwrap();
+        assert_eq!((r.gbps, r.lanes, r.speed.as_str()), (400.0, 4, "NDR"));
+        assert_eq!(parse_rate("2.5 Gb/sec (1X)").unwrap().speed, "");
+        assert_eq!(parse_rate("100 Gb/sec (2X HDR)").unwrap().lanes, 2);
+        assert_eq!(parse_rate("56 Gb/sec (4X FDR)").unwrap().gbps, 56.0);
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("400 Gb/sec 4X").is_err());
+    }
+
+    #[test]
+    fn gids() {
+        let g = parse_gid("0000:0000:0000:0000:0000:ffff:0a98:000c\n").unwrap();
+        assert_eq!(gid_ipv4(&g).unwrap().to_string(), "10.152.0.12");
+        assert_eq!(format_gid(&g), "0000:0000:0000:0000:0000:ffff:0a98:000c");
+        let ll = parse_gid("fe80:0000:0000:0000:b8ce:f6ff:fe00:0001").unwrap();
+        assert!(gid_is_link_local(&ll) && gid_ipv4(&ll).is_none());
+        assert!(gid_is_zero(
+            &parse_gid("0000:0000:0000:0000:0000:0000:0000:0000").unwrap()
+        ));
+        assert!(parse_gid("nonsense").is_err());
+        assert_eq!(parse_gid_type("RoCE v2\n").unwrap(), GidType::RoceV2);
+        assert_eq!(parse_gid_type("IB/RoCE v1").unwrap(), GidType::IbRoceV1);
+        assert!(parse_gid_type("v3").is_err());
+    }
+}

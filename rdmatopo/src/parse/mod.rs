@@ -1,0 +1,63 @@
+//! Pure parsers: text from one sysfs or procfs file in, a typed value or a
+//! [`ParseError`] out. Nothing here knows about paths or touches the filesystem; the
+//! discovery layer attaches the path to an error.
+
+mod cpuset;
+mod ib;
+mod nccl_hca;
+mod pci;
+mod pcicfg;
+mod proc;
+mod qos;
+
+pub use cpuset::{CpuSet, parse_cpulist, parse_cpumask};
+pub use ib::{
+    GidType, LinkLayer, PhysState, PortState, Rate, format_gid, gid_ipv4, gid_is_link_local,
+    gid_is_zero, parse_gid, parse_gid_type, parse_link_layer, parse_phys_state, parse_port_state,
+    parse_rate,
+};
+pub use nccl_hca::{HcaEntry, HcaFilter, MAX_HCA_ENTRIES, MAX_HCA_NAME, parse_nccl_ib_hca};
+pub use pci::{
+    LinkSpeed, PciAddr, parse_hex_u16, parse_hex_u32, parse_link_speed, parse_numa_node,
+};
+pub use pcicfg::{ACS_CAP_ID, AcsFlags, AcsState, ExtCap, parse_acs, parse_ext_caps};
+pub use proc::{
+    CgroupEntry, MemlockLimit, RdmaLimit, RdmaLimitValue, Route, parse_cgroup, parse_environ,
+    parse_fib_trie_local, parse_limits_memlock, parse_rdma_cgroup, parse_route, parse_status_field,
+};
+pub use qos::{
+    PRIORITIES, PortBuffer, PortBuffers, TclassRule, TrafficClass, VfConfig, parse_buffer_size,
+    parse_flag, parse_maxrate, parse_prio2buffer, parse_tos, parse_traffic_class, parse_vf_config,
+};
+
+/// Text that does not have the format the kernel documents.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot parse {what} from {input:?}: {reason}")]
+pub struct ParseError {
+    /// What was expected ("cpulist", "PCI address").
+    pub what: &'static str,
+    /// The offending text, shortened to 80 characters.
+    pub input: String,
+    pub reason: String,
+}
+
+impl ParseError {
+    pub(crate) fn new(what: &'static str, input: &str, reason: impl Into<String>) -> Self {
+        let mut input: String = input.chars().take(80).collect();
+        if input.len() < 80 && input.ends_with('\n') {
+            input.pop();
+        }
+        Self {
+            what,
+            input,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Parse a decimal integer attribute (`mtu`, `sriov_numvfs`).
+pub fn parse_dec<T: std::str::FromStr>(what: &'static str, text: &str) -> Result<T, ParseError> {
+    let t = text.trim();
+    t.parse()
+        .map_err(|_| ParseError::new(what, text, "not a decimal number"))
+}

@@ -1,0 +1,247 @@
+use super::ParseError;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A PCI function address. Displays in the kernel's form, `%04x:%02x:%02x.%x`: the
+/// domain grows past four digits when it has to (VMD `10000:00:00.0`, Hyper-V).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PciAddr {
+    pub domain: u32,
+    pub bus: u8,
+    pub device: u8,
+    pub function: u8,
+}
+
+impl PciAddr {
+    pub const fn new(domain: u32, bus: u8, device: u8, function: u8) -> Self {
+        Self {
+            domain,
+            bus,
+            device,
+            function,
+        }
+    }
+
+    /// NVML's form: `00000000:3B:00.0`.
+    pub fn nvml(&self) -> String {
+        format!(
+            "{:08X}:{:02X}:{:02X}.{:X}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
+
+    /// The same card's function 0 (NCCL merges the ports of one card this way).
+    pub fn function0(&self) -> Self {
+        Self {
+            function: 0,
+            ..*self
+        }
+    }
+
+    /// Whether `name` looks like a PCI address (a sysfs path component).
+    pub fn looks_like(name: &str) -> bool {
+        name.len() >= 12 && name.parse::<PciAddr>().is_ok()
+    }
+}
+
+impl fmt::Display for PciAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
+}
+
+impl fmt::Debug for PciAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PciAddr({self})")
+    }
+}
+
+impl std::str::FromStr for PciAddr {
+    type Err = ParseError;
+
+    /// Accepts `0000:3b:00.0`, NVML's `00000000:3B:00.0`, and `3b:00.0` (domain 0).
+    fn from_str(text: &str) -> Result<Self, ParseError> {
+        let err = |r: &str| ParseError::new("PCI address", text, r);
+        let t = text.trim();
+        let (rest, function) = t.rsplit_once('.').ok_or_else(|| err("missing .function"))?;
+        let mut parts: Vec<&str> = rest.split(':').collect();
+        if parts.len() == 2 {
+            parts.insert(0, "0");
+        }
+        let [domain, bus, device] = parts[..] else {
+            return Err(err("expected domain:bus:device.function"));
+        };
+        let hex = |s: &str, max_len: usize| -> Result<u32, ParseError> {
+            if s.is_empty() || s.len() > max_len || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(err("bad hexadecimal field"));
+            }
+            u32::from_str_radix(s, 16).map_err(|_| err("bad hexadecimal field"))
+        };
+        let domain = hex(domain, 8)?;
+        let bus = hex(bus, 2)?;
+        let device = hex(device, 2)?;
+        let function = hex(function, 1)?;
+        if device > 0x1f || function > 7 {
+            return Err(err("device must be at most 1f and function at most 7"));
+        }
+        Ok(Self::new(domain, bus as u8, device as u8, function as u8))
+    }
+}
+
+impl Serialize for PciAddr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PciAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A PCIe link speed as the kernel prints it (`16.0 GT/s PCIe`, or `8 GT/s` before 5.7).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LinkSpeed {
+    /// Transfer rate per lane.
+    pub gts: f32,
+}
+
+impl LinkSpeed {
+    /// PCIe generation (1 for 2.5 GT/s … 6 for 64 GT/s).
+    pub fn generation(&self) -> u8 {
+        match self.gts {
+            g if g >= 64.0 => 6,
+            g if g >= 32.0 => 5,
+            g if g >= 16.0 => 4,
+            g if g >= 8.0 => 3,
+            g if g >= 5.0 => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Parse `current_link_speed` / `max_link_speed`. `Unknown` (VFs, links down) is `None`.
+pub fn parse_link_speed(text: &str) -> Result<Option<LinkSpeed>, ParseError> {
+    let t = text.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("unknown") {
+        return Ok(None);
+    }
+    let num = t
+        .strip_suffix(" PCIe")
+        .unwrap_or(t)
+        .strip_suffix(" GT/s")
+        .ok_or_else(|| ParseError::new("PCIe link speed", text, "expected \"<n> GT/s [PCIe]\""))?;
+    let gts: f32 = num
+        .parse()
+        .map_err(|_| ParseError::new("PCIe link speed", text, "bad number"))?;
+    if !(0.0..=1024.0).contains(&gts) {
+        return Err(ParseError::new("PCIe link speed", text, "out of range"));
+    }
+    Ok(Some(LinkSpeed { gts }))
+}
+
+/// Parse `numa_node`: a node number, or `-1` for unknown (`None`).
+pub fn parse_numa_node(text: &str) -> Result<Option<u32>, ParseError> {
+    let n: i64 = text
+        .trim()
+        .parse()
+        .map_err(|_| ParseError::new("numa_node", text, "not an integer"))?;
+    match n {
+        -1 => Ok(None),
+        0..=4095 => Ok(Some(n as u32)),
+        _ => Err(ParseError::new("numa_node", text, "out of range")),
+    }
+}
+
+/// Parse a `0x`-prefixed hex attribute of up to 32 bits (`class`).
+pub fn parse_hex_u32(what: &'static str, text: &str) -> Result<u32, ParseError> {
+    let t = text.trim();
+    let digits = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    if digits.is_empty() || digits.len() > 8 {
+        return Err(ParseError::new(
+            what,
+            text,
+            "expected 0x and 1 to 8 hex digits",
+        ));
+    }
+    u32::from_str_radix(digits, 16).map_err(|_| ParseError::new(what, text, "not hexadecimal"))
+}
+
+/// Parse a 16-bit id (`vendor`, `device`).
+pub fn parse_hex_u16(what: &'static str, text: &str) -> Result<u16, ParseError> {
+    let v = parse_hex_u32(what, text)?;
+    u16::try_from(v).map_err(|_| ParseError::new(what, text, "larger than 16 bits"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_in_every_form() {
+        let a: PciAddr = "0000:3b:00.0".parse().unwrap();
+        assert_eq!(a.to_string(), "0000:3b:00.0");
+        assert_eq!(a.nvml(), "00000000:3B:00.0");
+        assert_eq!("00000000:3B:00.0".parse::<PciAddr>().unwrap(), a);
+        assert_eq!("3b:00.0".parse::<PciAddr>().unwrap(), a);
+        assert_eq!(
+            "10000:e1:00.1".parse::<PciAddr>().unwrap().to_string(),
+            "10000:e1:00.1"
+        );
+        assert_eq!("0101:00:00.0".parse::<PciAddr>().unwrap().domain, 0x101);
+        for bad in [
+            "",
+            "pci0000:00",
+            "0000:3b:00",
+            "0000:3b:20.0",
+            "0000:3b:00.8",
+            "zz:00.0",
+            "0:0:0:0.0",
+        ] {
+            assert!(bad.parse::<PciAddr>().is_err(), "{bad}");
+        }
+        assert!(PciAddr::looks_like("0000:00:01.0"));
+        assert!(!PciAddr::looks_like("pci0000:00"));
+    }
+
+    #[test]
+    fn link_speeds_old_and_new() {
+        assert_eq!(
+            parse_link_speed("16.0 GT/s PCIe\n")
+                .unwrap()
+                .unwrap()
+                .generation(),
+            4
+        );
+        assert_eq!(parse_link_speed("8 GT/s").unwrap().unwrap().generation(), 3);
+        assert_eq!(
+            parse_link_speed("2.5 GT/s PCIe")
+                .unwrap()
+                .unwrap()
+                .generation(),
+            1
+        );
+        assert_eq!(parse_link_speed("Unknown\n").unwrap(), None);
+        assert!(parse_link_speed("fast").is_err());
+    }
+
+    #[test]
+    fn numa_and_hex() {
+        assert_eq!(parse_numa_node("-1\n").unwrap(), None);
+        assert_eq!(parse_numa_node("1\n").unwrap(), Some(1));
+        assert!(parse_numa_node("999999").is_err());
+        assert_eq!(parse_hex_u32("class", "0x030200\n").unwrap(), 0x030200);
+        assert_eq!(parse_hex_u16("vendor", "0x15b3\n").unwrap(), 0x15b3);
+        assert!(parse_hex_u16("vendor", "0x115b3").is_err());
+    }
+}

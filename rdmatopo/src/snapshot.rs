@@ -1,0 +1,546 @@
+//! `rdmatopo snapshot`: exactly the sysfs and procfs files a discovery read, with every
+//! symlink on the way kept as a symlink (targets as stored), plus the NVML and verbs
+//! facts of the model, as a `.tar.gz` whose untarred top directory is a valid `--root`
+//! (the layout of `hwloc-gather-topology`). [`load`] reads such an archive back into a
+//! [`MemTree`] without unpacking it, so `--root` accepts the tarball directly.
+//!
+//! ```no_run
+//! use rdmatopo::snapshot::{Capture, Options};
+//! let fs = rdmatopo::open_root(None)?.recording();
+//! let topo = rdmatopo::discover_fs(&fs)?;
+//! let mut capture = Capture::from_journal(&fs, &topo);
+//! capture.scrub();
+//! std::fs::write("node.tar.gz", capture.to_tar_gz(&Options::default())?).ok();
+//! # Ok::<(), rdmatopo::Error>(())
+//! ```
+
+mod scrub;
+
+use crate::model::Topology;
+use crate::sources::{NVML_SNAPSHOT_PATH, VERBS_SNAPSHOT_PATH};
+use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::{Component, Path};
+
+/// Largest total of file sizes accepted when loading an archive.
+pub const MAX_UNPACKED_BYTES: u64 = 256 << 20;
+/// Most entries accepted when loading an archive.
+pub const MAX_ENTRIES: usize = 1 << 20;
+/// Largest single file captured or loaded (NVML/verbs JSON of a big node fits easily).
+pub const MAX_FILE_BYTES: usize = 64 << 20;
+
+/// Why a snapshot could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: unpacks to more than {limit} bytes; refusing it")]
+    TooLarge { path: String, limit: u64 },
+    #[error("{path}: more than {limit} entries; refusing it")]
+    TooManyEntries { path: String, limit: usize },
+    #[error("{path}: entry {entry:?} {reason}; refusing the archive")]
+    UnsafeEntry {
+        path: String,
+        entry: String,
+        reason: &'static str,
+    },
+    #[error("{path}: not a snapshot: {reason}")]
+    NotASnapshot { path: String, reason: String },
+}
+
+/// How to write the archive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The directory every entry sits in (`tar xzf` creates it; it is the `--root`).
+    pub top_dir: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            top_dir: "rdmatopo-snapshot".to_string(),
+        }
+    }
+}
+
+/// What a capture holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub files: usize,
+    pub symlinks: usize,
+    pub dirs: usize,
+    /// Bytes of file content.
+    pub bytes: u64,
+    /// Files discovery read before the capture started.
+    pub discovery_reads: usize,
+    /// Files the capture read to store them (each one discovery had read).
+    pub capture_reads: usize,
+    /// Logical paths in discovery's journal.
+    pub journal_paths: usize,
+}
+
+/// A captured tree: canonical logical paths (`/sys/devices/…`) and their entries.
+#[derive(Debug, Clone, Default)]
+pub struct Capture {
+    entries: BTreeMap<String, MemEntry>,
+    stats: Stats,
+}
+
+/// Prefixes of `/a/b/c`: `/a`, `/a/b`, `/a/b/c`.
+fn prefixes(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for c in path.split('/').filter(|c| !c.is_empty()) {
+        cur.push('/');
+        cur.push_str(c);
+        out.push(cur.clone());
+    }
+    out
+}
+
+fn parent_and_name(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(0) => ("/", &path[1..]),
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => ("/", path),
+    }
+}
+
+struct Walker<'a> {
+    fs: &'a Sysfs,
+    entries: BTreeMap<String, MemEntry>,
+    seen: BTreeSet<String>,
+}
+
+impl Walker<'_> {
+    /// Record `path` and everything met on the way: directories, each symlink as a
+    /// symlink (and what it points to), and the final file's bytes.
+    fn add(&mut self, path: &str, depth: usize) {
+        let parts = prefixes(path);
+        let last = parts.len();
+        for (i, prefix) in parts.iter().enumerate() {
+            if !self.seen.insert(prefix.clone()) {
+                continue;
+            }
+            let (parent, name) = parent_and_name(prefix);
+            let Ok(parent_real) = self.fs.canonicalize(parent) else {
+                return;
+            };
+            let real = join(&parent_real, name);
+            let Ok(kind) = self.fs.kind(prefix) else {
+                return;
+            };
+            match kind {
+                EntryKind::Dir => {
+                    self.entries.entry(real).or_insert(MemEntry::Dir);
+                }
+                EntryKind::Symlink => {
+                    let Ok(target) = self.fs.read_link(prefix) else {
+                        return;
+                    };
+                    self.entries.insert(real, MemEntry::Symlink(target));
+                    // What the link points to, along its canonical path. A link that
+                    // dangles (`driver` of an unbound device) stays a link.
+                    if depth < 8
+                        && let Ok(resolved) = self.fs.canonicalize(prefix)
+                    {
+                        self.add(&resolved, depth + 1);
+                    }
+                }
+                EntryKind::File if i + 1 == last => {
+                    // Files whose read fails (EINVAL on empty GID slots, EACCES) stay
+                    // absent, as in the fixtures.
+                    if let Ok(bytes) = self.fs.read_bytes(prefix, MAX_FILE_BYTES) {
+                        self.entries.insert(real, MemEntry::File(bytes));
+                    }
+                }
+                EntryKind::File => return,
+                // Device nodes, FIFOs: empty regular files (the fixture convention).
+                EntryKind::Other => {
+                    self.entries.insert(real, MemEntry::File(Vec::new()));
+                }
+            }
+        }
+    }
+
+    /// Names under `/dev` are data (which device nodes a container got): keep every
+    /// entry of a listed `/dev` directory, without reading it.
+    fn add_dev_listing(&mut self, dir: &str) {
+        let Ok(names) = self.fs.list(dir) else { return };
+        let Ok(real_dir) = self.fs.canonicalize(dir) else {
+            return;
+        };
+        for name in names {
+            let logical = join(dir, &name);
+            let real = join(&real_dir, &name);
+            if self.entries.contains_key(&real) {
+                continue;
+            }
+            let entry = match self.fs.kind(&logical) {
+                Ok(EntryKind::Dir) => MemEntry::Dir,
+                Ok(EntryKind::Symlink) => match self.fs.read_link(&logical) {
+                    Ok(t) => MemEntry::Symlink(t),
+                    Err(_) => continue,
+                },
+                Ok(EntryKind::File | EntryKind::Other) => MemEntry::File(Vec::new()),
+                Err(_) => continue,
+            };
+            self.entries.insert(real, entry);
+        }
+    }
+}
+
+impl Capture {
+    /// Capture what discovery read through `fs` (opened with [`Sysfs::recording`]),
+    /// and the NVML and verbs facts of `topo` that did not come from files.
+    /// `/proc/self/environ` keeps only the variables discovery kept.
+    pub fn from_journal(fs: &Sysfs, topo: &Topology) -> Self {
+        let journal = fs.journal();
+        let discovery_reads = fs.files_read();
+        let mut w = Walker {
+            fs,
+            entries: BTreeMap::new(),
+            seen: BTreeSet::new(),
+        };
+        for path in &journal {
+            if path == "/proc/self/environ" {
+                // Its directory only: the file is rebuilt below.
+                w.add("/proc/self", 0);
+                continue;
+            }
+            w.add(path, 0);
+        }
+        for path in &journal {
+            if (path == "/dev" || path.starts_with("/dev/"))
+                && matches!(fs.kind(path), Ok(EntryKind::Dir))
+            {
+                w.add_dev_listing(path);
+            }
+        }
+        let mut entries = w.entries;
+        if journal.iter().any(|p| p == "/proc/self/environ") {
+            // The whole environment may hold secrets; discovery kept only these.
+            let mut env = Vec::new();
+            for (k, v) in &topo.process.env {
+                env.extend_from_slice(k.as_bytes());
+                env.push(b'=');
+                env.extend_from_slice(v.as_bytes());
+                env.push(0);
+            }
+            let real = fs
+                .canonicalize("/proc/self")
+                .map(|d| join(&d, "environ"))
+                .unwrap_or_else(|_| "/proc/self/environ".to_string());
+            entries.insert(real, MemEntry::File(env));
+        }
+        for (path, facts) in [
+            (
+                NVML_SNAPSHOT_PATH,
+                topo.nvml.as_ref().map(serde_json::to_vec_pretty),
+            ),
+            (
+                VERBS_SNAPSHOT_PATH,
+                topo.verbs.as_ref().map(serde_json::to_vec_pretty),
+            ),
+        ] {
+            if let Some(Ok(mut json)) = facts
+                && !entries.contains_key(path)
+            {
+                json.push(b'\n');
+                entries.insert(path.to_string(), MemEntry::File(json));
+            }
+        }
+        let mut c = Self {
+            entries,
+            stats: Stats {
+                discovery_reads,
+                capture_reads: fs.files_read() - discovery_reads,
+                journal_paths: journal.len(),
+                ..Stats::default()
+            },
+        };
+        c.count();
+        c
+    }
+
+    fn count(&mut self) {
+        let s = &mut self.stats;
+        (s.files, s.symlinks, s.dirs, s.bytes) = (0, 0, 0, 0);
+        for e in self.entries.values() {
+            match e {
+                MemEntry::File(b) => {
+                    s.files += 1;
+                    s.bytes += b.len() as u64;
+                }
+                MemEntry::Symlink(_) => s.symlinks += 1,
+                MemEntry::Dir => s.dirs += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// Replace GUIDs, MACs, UUIDs, IP addresses (also inside GIDs, IPoIB hardware
+    /// addresses and IPv4-mapped GIDs) and the host name, consistently: one input
+    /// value gets one replacement everywhere. PCIe Device Serial Numbers in `config`
+    /// files are zeroed.
+    pub fn scrub(&mut self) {
+        scrub::scrub(&mut self.entries);
+        self.count();
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Every entry, by canonical logical path.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &MemEntry)> {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The capture as an in-memory tree (what [`load`] gives back).
+    pub fn to_tree(&self) -> MemTree {
+        let mut t = MemTree::new();
+        for (p, e) in &self.entries {
+            t.insert(p, e.clone());
+        }
+        t
+    }
+
+    /// The `.tar.gz` bytes: every entry under `options.top_dir`, in path order, with
+    /// fixed owners and times so the same capture gives the same bytes.
+    ///
+    /// # Errors
+    /// When the archive cannot be built (a path tar cannot hold).
+    pub fn to_tar_gz(&self, options: &Options) -> Result<Vec<u8>, SnapshotError> {
+        let err = |e: std::io::Error| SnapshotError::Io {
+            path: options.top_dir.clone(),
+            source: e,
+        };
+        let top = options.top_dir.trim_matches('/');
+        let gz = flate2::GzBuilder::new().write(Vec::new(), flate2::Compression::default());
+        let mut tar = tar::Builder::new(gz);
+        tar.mode(tar::HeaderMode::Deterministic);
+        let header = |kind: tar::EntryType, mode: u32, size: u64| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_mode(mode);
+            h.set_size(size);
+            h.set_mtime(0);
+            h.set_uid(0);
+            h.set_gid(0);
+            h
+        };
+        let mut h = header(tar::EntryType::Directory, 0o755, 0);
+        tar.append_data(&mut h, format!("{top}/"), std::io::empty())
+            .map_err(err)?;
+        for (path, entry) in &self.entries {
+            let name = format!("{top}{path}");
+            match entry {
+                MemEntry::Dir => {
+                    let mut h = header(tar::EntryType::Directory, 0o755, 0);
+                    tar.append_data(&mut h, format!("{name}/"), std::io::empty())
+                        .map_err(err)?;
+                }
+                MemEntry::File(bytes) => {
+                    let mut h = header(tar::EntryType::Regular, 0o644, bytes.len() as u64);
+                    tar.append_data(&mut h, &name, bytes.as_slice())
+                        .map_err(err)?;
+                }
+                MemEntry::Symlink(target) => {
+                    let mut h = header(tar::EntryType::Symlink, 0o777, 0);
+                    tar.append_link(&mut h, &name, target).map_err(err)?;
+                }
+                _ => {}
+            }
+        }
+        let gz = tar.into_inner().map_err(err)?;
+        gz.finish().map_err(err)
+    }
+}
+
+/// Whether `path` names an archive `--root` accepts (`.tar`, `.tar.gz`, `.tgz`).
+pub fn is_archive(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    name.ends_with(".tar") || name.ends_with(".tar.gz") || name.ends_with(".tgz")
+}
+
+/// Read a snapshot archive into memory. Entries are kept relative to the archive's
+/// single top directory when it holds the tree (`<top>/sys/…`), else to its root.
+///
+/// # Errors
+/// When the file cannot be read, is not a tar (or gzip) archive, unpacks to more
+/// than [`MAX_UNPACKED_BYTES`] or [`MAX_ENTRIES`], or names a path outside itself
+/// (`..`, absolute paths).
+pub fn load(path: &Path) -> Result<MemTree, SnapshotError> {
+    let label = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| SnapshotError::Io {
+        path: label.clone(),
+        source: e,
+    })?;
+    let name = path.to_string_lossy().to_ascii_lowercase();
+    let reader: Box<dyn Read> = if name.ends_with(".gz") || name.ends_with(".tgz") {
+        Box::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)))
+    } else {
+        Box::new(std::io::BufReader::new(file))
+    };
+    load_reader(reader, &label)
+}
+
+/// [`load`] from any reader of an uncompressed tar stream (`label` names it in errors).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_reader(reader: impl Read, label: &str) -> Result<MemTree, SnapshotError> {
+    // Headers take 512 bytes per entry on top of the contents.
+    let stream_limit = MAX_UNPACKED_BYTES + (MAX_ENTRIES as u64) * 1024;
+    let mut archive = tar::Archive::new(reader.take(stream_limit));
+    let io = |e: std::io::Error| SnapshotError::Io {
+        path: label.to_string(),
+        source: e,
+    };
+    let mut items: Vec<(String, MemEntry)> = Vec::new();
+    let mut total: u64 = 0;
+    let result = (|| -> Result<(), SnapshotError> {
+        for entry in archive.entries().map_err(io)? {
+            let mut entry = entry.map_err(io)?;
+            if items.len() >= MAX_ENTRIES {
+                return Err(SnapshotError::TooManyEntries {
+                    path: label.to_string(),
+                    limit: MAX_ENTRIES,
+                });
+            }
+            let raw = entry.path().map_err(io)?.into_owned();
+            let shown = raw.display().to_string();
+            let unsafe_entry = |reason| SnapshotError::UnsafeEntry {
+                path: label.to_string(),
+                entry: shown.clone(),
+                reason,
+            };
+            let mut clean = String::new();
+            for c in raw.components() {
+                match c {
+                    Component::Normal(p) => {
+                        clean.push('/');
+                        clean.push_str(&p.to_string_lossy());
+                    }
+                    Component::CurDir => {}
+                    Component::ParentDir => return Err(unsafe_entry("contains `..`")),
+                    Component::RootDir | Component::Prefix(_) => {
+                        return Err(unsafe_entry("is an absolute path"));
+                    }
+                }
+            }
+            if clean.is_empty() {
+                continue;
+            }
+            let size = entry.header().size().map_err(io)?;
+            total = total.saturating_add(size);
+            if total > MAX_UNPACKED_BYTES || size > MAX_FILE_BYTES as u64 {
+                return Err(SnapshotError::TooLarge {
+                    path: label.to_string(),
+                    limit: MAX_UNPACKED_BYTES,
+                });
+            }
+            let kind = entry.header().entry_type();
+            let item = match kind {
+                tar::EntryType::Directory => MemEntry::Dir,
+                tar::EntryType::Regular | tar::EntryType::Continuous => {
+                    let mut buf = Vec::with_capacity(size as usize);
+                    entry.read_to_end(&mut buf).map_err(io)?;
+                    MemEntry::File(buf)
+                }
+                tar::EntryType::Symlink => {
+                    let target = entry
+                        .link_name()
+                        .map_err(io)?
+                        .ok_or_else(|| unsafe_entry("is a symlink without a target"))?;
+                    MemEntry::Symlink(target.to_string_lossy().into_owned())
+                }
+                tar::EntryType::Link => {
+                    // A hard link: the same bytes as an earlier file.
+                    let target = entry
+                        .link_name()
+                        .map_err(io)?
+                        .ok_or_else(|| unsafe_entry("is a hard link without a target"))?;
+                    let target = format!("/{}", target.to_string_lossy().trim_start_matches('/'));
+                    match items.iter().rev().find(|(p, _)| *p == target) {
+                        Some((_, e @ MemEntry::File(_))) => e.clone(),
+                        _ => return Err(unsafe_entry("is a hard link to no earlier file")),
+                    }
+                }
+                tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
+                    MemEntry::Other
+                }
+                // pax/GNU metadata entries are consumed by the tar reader.
+                _ => continue,
+            };
+            items.push((clean, item));
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        // Running out of the stream budget shows up as a truncated archive.
+        if archive.into_inner().limit() == 0 {
+            return Err(SnapshotError::TooLarge {
+                path: label.to_string(),
+                limit: MAX_UNPACKED_BYTES,
+            });
+        }
+        return Err(e);
+    }
+    let top = top_dir(&items).ok_or_else(|| SnapshotError::NotASnapshot {
+        path: label.to_string(),
+        reason: "no sys/ directory at its root or in its single top directory".into(),
+    })?;
+    let mut tree = MemTree::new();
+    for (p, e) in items {
+        if let Some(rest) = p.strip_prefix(&top)
+            && rest.starts_with('/')
+        {
+            tree.insert(rest, e);
+        }
+    }
+    Ok(tree)
+}
+
+/// The directory that holds `sys/`: the archive root, or its single top directory.
+fn top_dir(items: &[(String, MemEntry)]) -> Option<String> {
+    let has = |prefix: &str| items.iter().any(|(p, _)| p.starts_with(prefix));
+    if has("/sys/") || items.iter().any(|(p, _)| p == "/sys") {
+        return Some(String::new());
+    }
+    let tops: BTreeSet<&str> = items
+        .iter()
+        .filter_map(|(p, _)| p.split('/').nth(1))
+        .collect();
+    match tops.into_iter().collect::<Vec<_>>().as_slice() {
+        [one] if has(&format!("/{one}/sys/")) => Some(format!("/{one}")),
+        _ => None,
+    }
+}
+
+/// Write `bytes` to `path` (create or replace).
+///
+/// # Errors
+/// When the file cannot be written.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
+    let mut f = std::fs::File::create(path).map_err(|e| SnapshotError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    f.write_all(bytes).map_err(|e| SnapshotError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,123 @@
+//! Facts that sysfs cannot show (NVLink, GPU UUIDs, MIG; QP limits, active MTU) come
+//! from NVML and libibverbs. Each has a live source and a snapshot source that replays
+//! the JSON a snapshot stored beside the tree (`rdmatopo/nvml.json`,
+//! `rdmatopo/verbs.json`), so a capture replays offline with the same facts.
+
+use crate::model::{NvmlSnapshot, Topology, VerbsSnapshot};
+use crate::sysfs::Sysfs;
+
+#[cfg(feature = "nvml")]
+pub mod nvml;
+#[cfg(feature = "verbs")]
+pub mod verbs;
+
+/// Logical path of the NVML snapshot inside a root.
+pub const NVML_SNAPSHOT_PATH: &str = "/rdmatopo/nvml.json";
+/// Logical path of the verbs snapshot inside a root.
+pub const VERBS_SNAPSHOT_PATH: &str = "/rdmatopo/verbs.json";
+
+/// Why a source gave nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The library, driver, device or snapshot is not there: expected, not a fault.
+    #[error("{0}")]
+    Unavailable(String),
+    /// It was there but failed.
+    #[error("{source_name}: {message}")]
+    Failed {
+        source_name: &'static str,
+        message: String,
+    },
+}
+
+/// Facts from one source.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Facts {
+    Nvml(NvmlSnapshot),
+    Verbs(VerbsSnapshot),
+}
+
+impl Facts {
+    /// Put the facts into the model.
+    pub fn apply(self, topo: &mut Topology) {
+        match self {
+            Facts::Nvml(s) => topo.nvml = Some(s),
+            Facts::Verbs(s) => topo.verbs = Some(s),
+        }
+    }
+}
+
+/// A provider of NVML or verbs facts.
+pub trait FactSource: Send + Sync {
+    /// Gather the facts. `fs` is the root being read (snapshot sources read from it).
+    ///
+    /// # Errors
+    /// [`SourceError::Unavailable`] when there is nothing to read.
+    fn collect(&self, fs: &Sysfs) -> Result<Facts, SourceError>;
+}
+
+/// Replays `rdmatopo/nvml.json` from the root.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NvmlSnapshotSource;
+
+/// Replays `rdmatopo/verbs.json` from the root.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VerbsSnapshotSource;
+
+fn read_snapshot<T: serde::de::DeserializeOwned>(
+    fs: &Sysfs,
+    path: &str,
+    name: &'static str,
+) -> Result<T, SourceError> {
+    let bytes = match fs.read_bytes(path, 64 << 20) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => {
+            return Err(SourceError::Unavailable(format!(
+                "{path}: no {name} snapshot"
+            )));
+        }
+        Err(e) => {
+            return Err(SourceError::Failed {
+                source_name: name,
+                message: e.to_string(),
+            });
+        }
+    };
+    serde_json::from_slice(&bytes).map_err(|e| SourceError::Failed {
+        source_name: name,
+        message: format!("{path}: {e}"),
+    })
+}
+
+impl FactSource for NvmlSnapshotSource {
+    fn collect(&self, fs: &Sysfs) -> Result<Facts, SourceError> {
+        read_snapshot(fs, NVML_SNAPSHOT_PATH, "NVML").map(Facts::Nvml)
+    }
+}
+
+impl FactSource for VerbsSnapshotSource {
+    fn collect(&self, fs: &Sysfs) -> Result<Facts, SourceError> {
+        read_snapshot(fs, VERBS_SNAPSHOT_PATH, "verbs").map(Facts::Verbs)
+    }
+}
+
+/// The sources that suit a root: snapshots when the root holds them, else the live
+/// libraries when the root is the running system and the feature is built in.
+pub fn default_sources(fs: &Sysfs) -> Vec<Box<dyn FactSource>> {
+    let mut out: Vec<Box<dyn FactSource>> = Vec::new();
+    if fs.exists(NVML_SNAPSHOT_PATH) || !fs.is_live() {
+        out.push(Box::new(NvmlSnapshotSource));
+    } else {
+        #[cfg(feature = "nvml")]
+        out.push(Box::new(nvml::LiveNvml));
+    }
+    if fs.exists(VERBS_SNAPSHOT_PATH) || !fs.is_live() {
+        out.push(Box::new(VerbsSnapshotSource));
+    } else {
+        #[cfg(feature = "verbs")]
+        out.push(Box::new(verbs::LiveVerbs));
+    }
+    out
+}

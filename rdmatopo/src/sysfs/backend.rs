@@ -1,0 +1,163 @@
+//! Where the bytes come from: a directory on disk, or an in-memory tree.
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// What a path names, without following a final symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    /// FIFO, socket or device node: never read.
+    Other,
+}
+
+/// Primitive, non-following operations on canonical logical paths. Symlink
+/// resolution and sandboxing live above this, in [`super::Sysfs`], so every backend
+/// gets the same guarantees.
+pub trait Backend: Send + Sync {
+    /// `lstat`: the kind of the entry itself.
+    fn kind(&self, path: &str) -> io::Result<EntryKind>;
+    /// The stored target of a symlink.
+    fn read_link(&self, path: &str) -> io::Result<String>;
+    /// At most `limit` bytes of a regular file. A final symlink is not followed
+    /// (`ELOOP`, as with `O_NOFOLLOW`); anything else that is not a file is `InvalidInput`.
+    fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>>;
+    /// Names in a directory, unsorted.
+    fn list_dir(&self, path: &str) -> io::Result<Vec<String>>;
+}
+
+/// A directory on disk (`/` for the live system).
+///
+/// Paths are looked up from the root's directory descriptor, not from `/`, and the
+/// directory read last stays open: discovery reads a device's attributes in a row, so
+/// each one costs an `openat` of a single name instead of a walk of the whole path.
+#[derive(Debug)]
+pub struct DirBackend {
+    base: PathBuf,
+    /// The root, opened once (`None` when it cannot be opened: every call then fails
+    /// as a plain path lookup would).
+    root: Option<OwnedFd>,
+    last_dir: Mutex<Option<(String, Arc<OwnedFd>)>>,
+}
+
+impl DirBackend {
+    pub fn new(base: impl AsRef<Path>) -> Self {
+        let base = base.as_ref().to_path_buf();
+        let root = rfs::open(
+            &base,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok();
+        Self {
+            base,
+            root,
+            last_dir: Mutex::new(None),
+        }
+    }
+
+    fn root(&self) -> io::Result<&OwnedFd> {
+        self.root.as_ref().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: cannot open the root", self.base.display()),
+            )
+        })
+    }
+
+    /// The directory holding `path` (opened, or the one kept open) and the last name.
+    fn dir_of<'p>(&self, path: &'p str) -> io::Result<(Arc<OwnedFd>, &'p str)> {
+        let path = path.trim_end_matches('/');
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let mut last = self.last_dir.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((d, fd)) = last.as_ref()
+            && d == dir
+        {
+            return Ok((Arc::clone(fd), name));
+        }
+        let fd = Arc::new(rfs::openat(
+            self.root()?,
+            relative(dir),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?);
+        *last = Some((dir.to_string(), Arc::clone(&fd)));
+        Ok((fd, name))
+    }
+}
+
+/// A logical absolute path as a path relative to the root (`.` for the root itself).
+fn relative(path: &str) -> &str {
+    match path.trim_start_matches('/') {
+        "" => ".",
+        rel => rel,
+    }
+}
+
+impl Backend for DirBackend {
+    fn kind(&self, path: &str) -> io::Result<EntryKind> {
+        let st = rfs::statat(self.root()?, relative(path), AtFlags::SYMLINK_NOFOLLOW)?;
+        Ok(match rfs::FileType::from_raw_mode(st.st_mode) {
+            rfs::FileType::Symlink => EntryKind::Symlink,
+            rfs::FileType::Directory => EntryKind::Dir,
+            rfs::FileType::RegularFile => EntryKind::File,
+            _ => EntryKind::Other,
+        })
+    }
+
+    fn read_link(&self, path: &str) -> io::Result<String> {
+        let target = rfs::readlinkat(self.root()?, relative(path), Vec::new())?;
+        Ok(String::from_utf8_lossy(target.as_bytes()).into_owned())
+    }
+
+    fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>> {
+        // O_NOFOLLOW: the path is already canonical, so a symlink here is a race or an
+        // attack. O_NONBLOCK: opening a FIFO must not wait for a writer.
+        let fd = rfs::openat(
+            self.root()?,
+            relative(path),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        read_bounded(File::from(fd), limit)
+    }
+
+    fn list_dir(&self, path: &str) -> io::Result<Vec<String>> {
+        std::fs::read_dir(self.base.join(path.trim_start_matches('/')))?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect()
+    }
+}
+
+/// At most `limit` bytes of an open file, in as few reads as the kernel allows.
+///
+/// A sysfs attribute comes whole from one read, and a regular file shorter than the
+/// buffer ends where the read ended: one `read` per attribute, no `fstat`. Only a read
+/// that gives nothing (an empty file, or a FIFO without a writer) or fails asks what the
+/// file is, so a FIFO or a directory is "not a file", never a hang.
+fn read_bounded(mut file: File, limit: usize) -> io::Result<Vec<u8>> {
+    let not_a_file = |file: &File| -> io::Result<bool> { Ok(!file.metadata()?.is_file()) };
+    let mut buf = vec![0u8; limit.min(SMALL_READ)];
+    let n = match file.read(&mut buf) {
+        Ok(n) => n,
+        Err(_) if not_a_file(&file)? => return Err(io::Error::from(io::ErrorKind::InvalidInput)),
+        Err(e) => return Err(e),
+    };
+    if n == 0 && not_a_file(&file)? {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    buf.truncate(n);
+    if n == SMALL_READ && limit > SMALL_READ {
+        file.take((limit - n) as u64).read_to_end(&mut buf)?;
+    }
+    Ok(buf)
+}
+
+/// The first read's size: a page, the most a sysfs attribute holds.
+const SMALL_READ: usize = 4096;

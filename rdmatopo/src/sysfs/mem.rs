@@ -1,0 +1,148 @@
+//! An in-memory tree: unit tests, fuzzing, and snapshot tarballs read without unpacking.
+
+use super::backend::{Backend, EntryKind};
+use std::collections::BTreeMap;
+use std::io;
+
+/// One entry of a [`MemTree`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemEntry {
+    Dir,
+    File(Vec<u8>),
+    Symlink(String),
+    /// Something that is neither file, directory nor link (a FIFO).
+    Other,
+    /// A file whose read fails with this errno (`EINVAL` for empty GID slots,
+    /// `EACCES` for privileged files).
+    Unreadable(i32),
+}
+
+/// A tree of logical paths. Parent directories are created implicitly.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemTree {
+    entries: BTreeMap<String, MemEntry>,
+}
+
+impl MemTree {
+    pub fn new() -> Self {
+        let mut t = Self::default();
+        t.entries.insert("/".into(), MemEntry::Dir);
+        t
+    }
+
+    /// Add an entry at `path`, creating its parent directories.
+    pub fn insert(&mut self, path: &str, entry: MemEntry) -> &mut Self {
+        let path = normalize(path);
+        let mut dir = String::new();
+        for comp in path.split('/').filter(|c| !c.is_empty()) {
+            if !dir.is_empty() || path.starts_with('/') {
+                self.entries
+                    .entry(if dir.is_empty() {
+                        "/".into()
+                    } else {
+                        dir.clone()
+                    })
+                    .or_insert(MemEntry::Dir);
+            }
+            dir.push('/');
+            dir.push_str(comp);
+        }
+        self.entries.insert(path, entry);
+        self
+    }
+
+    /// Add a text file.
+    pub fn file(&mut self, path: &str, text: &str) -> &mut Self {
+        self.insert(path, MemEntry::File(text.as_bytes().to_vec()))
+    }
+
+    /// Add a symlink.
+    pub fn link(&mut self, path: &str, target: &str) -> &mut Self {
+        self.insert(path, MemEntry::Symlink(target.to_string()))
+    }
+
+    /// Add an empty directory.
+    pub fn dir(&mut self, path: &str) -> &mut Self {
+        self.insert(path, MemEntry::Dir)
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.len() <= 1
+    }
+
+    /// Every entry, in path order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &MemEntry)> {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    fn get(&self, path: &str) -> io::Result<&MemEntry> {
+        self.entries
+            .get(&normalize(path))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+}
+
+impl Backend for MemTree {
+    fn kind(&self, path: &str) -> io::Result<EntryKind> {
+        Ok(match self.get(path)? {
+            MemEntry::Dir => EntryKind::Dir,
+            MemEntry::File(_) | MemEntry::Unreadable(_) => EntryKind::File,
+            MemEntry::Symlink(_) => EntryKind::Symlink,
+            MemEntry::Other => EntryKind::Other,
+        })
+    }
+
+    fn read_link(&self, path: &str) -> io::Result<String> {
+        match self.get(path)? {
+            MemEntry::Symlink(t) => Ok(t.clone()),
+            _ => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+
+    fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>> {
+        match self.get(path)? {
+            MemEntry::File(bytes) => Ok(bytes[..bytes.len().min(limit)].to_vec()),
+            MemEntry::Unreadable(errno) => Err(io::Error::from_raw_os_error(*errno)),
+            MemEntry::Dir => Err(io::Error::from_raw_os_error(libc::EISDIR)),
+            // Like `open(O_NOFOLLOW)` on a symlink.
+            MemEntry::Symlink(_) => Err(io::Error::from_raw_os_error(libc::ELOOP)),
+            MemEntry::Other => Err(io::Error::from(io::ErrorKind::InvalidInput)),
+        }
+    }
+
+    fn list_dir(&self, path: &str) -> io::Result<Vec<String>> {
+        let dir = normalize(path);
+        match self.get(&dir)? {
+            MemEntry::Dir => {}
+            _ => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
+        }
+        let prefix = if dir == "/" {
+            "/".to_string()
+        } else {
+            format!("{dir}/")
+        };
+        Ok(self
+            .entries
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter_map(|(k, _)| {
+                let rest = &k[prefix.len()..];
+                (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_string())
+            })
+            .collect())
+    }
+}
+
+fn normalize(path: &str) -> String {
+    let mut out = String::new();
+    for c in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        out.push('/');
+        out.push_str(c);
+    }
+    if out.is_empty() { "/".into() } else { out }
+}

@@ -1,0 +1,457 @@
+//! The only layer that touches the filesystem.
+//!
+//! Every read names an absolute *logical* Linux path (`/sys/class/infiniband`) and is
+//! served under one root directory, like hwloc's `HWLOC_FSROOT`. Symlinks are resolved
+//! here, component by component, so a link can never leave the root: `..` stops at the
+//! root and absolute link targets are re-rooted. Reads are bounded in size, and errors
+//! carry the logical path so that diagnostics read the same on every machine.
+
+mod backend;
+mod mem;
+
+pub use backend::{Backend, DirBackend, EntryKind};
+pub use mem::{MemEntry, MemTree};
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// Largest attribute file read whole. sysfs attributes are at most one page; procfs
+/// files we read whole (`status`, `limits`) are a few KiB.
+pub const MAX_ATTR_BYTES: usize = 64 * 1024;
+/// Most symlinks followed while resolving one path (the kernel's own limit is 40).
+pub const MAX_SYMLINKS: usize = 40;
+/// Most entries taken from one directory listing.
+pub const MAX_DIR_ENTRIES: usize = 1 << 16;
+
+/// A failed read, named by its logical path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SysfsError {
+    #[error("{path}: not found")]
+    NotFound { path: String },
+    #[error("{path}: permission denied")]
+    PermissionDenied { path: String },
+    #[error("{path}: too many levels of symbolic links")]
+    SymlinkLoop { path: String },
+    #[error("{path}: larger than {limit} bytes")]
+    TooLarge { path: String, limit: usize },
+    #[error("{path}: not a regular file")]
+    NotAFile { path: String },
+    #[error("{path}: not a directory")]
+    NotADirectory { path: String },
+    #[error("{path}: {message}")]
+    Io {
+        path: String,
+        message: String,
+        os_code: Option<i32>,
+    },
+}
+
+impl SysfsError {
+    /// The logical path the error is about.
+    pub fn path(&self) -> &str {
+        match self {
+            Self::NotFound { path }
+            | Self::PermissionDenied { path }
+            | Self::SymlinkLoop { path }
+            | Self::TooLarge { path, .. }
+            | Self::NotAFile { path }
+            | Self::NotADirectory { path }
+            | Self::Io { path, .. } => path,
+        }
+    }
+
+    /// True for "the file is not there", which callers usually treat as optional.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+
+    fn from_io(path: &str, err: io::Error) -> Self {
+        let path = path.to_string();
+        match err.kind() {
+            io::ErrorKind::NotFound => Self::NotFound { path },
+            io::ErrorKind::PermissionDenied => Self::PermissionDenied { path },
+            _ if err.raw_os_error() == Some(libc::ELOOP) => Self::SymlinkLoop { path },
+            _ if err.raw_os_error() == Some(libc::ENOTDIR) => Self::NotADirectory { path },
+            _ => Self::Io {
+                path,
+                os_code: err.raw_os_error(),
+                message: err.to_string(),
+            },
+        }
+    }
+}
+
+/// A root directory holding `sys`, `proc` and `dev`, and everything read from it.
+///
+/// Resolved directories are cached, so reading many attributes of one device costs
+/// one `lstat` per path component once, then one `open` per file.
+pub struct Sysfs {
+    backend: Box<dyn Backend>,
+    label: String,
+    live: bool,
+    resolved: Mutex<HashMap<String, String>>,
+    reads: std::sync::atomic::AtomicUsize,
+    /// When recording, every logical path looked at (for `snapshot`).
+    journal: Option<Mutex<std::collections::BTreeSet<String>>>,
+}
+
+impl std::fmt::Debug for Sysfs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sysfs")
+            .field("root", &self.label)
+            .field("live", &self.live)
+            .finish()
+    }
+}
+
+impl Sysfs {
+    /// The live system (`/`).
+    pub fn live() -> Self {
+        Self::with_backend(Box::new(DirBackend::new("/")), "/".into(), true)
+    }
+
+    /// A directory holding a captured tree (`DIR/sys`, `DIR/proc`, `DIR/dev`). `/` is live.
+    pub fn at(dir: impl AsRef<Path>) -> Self {
+        let dir = dir.as_ref();
+        let live = dir == Path::new("/");
+        Self::with_backend(
+            Box::new(DirBackend::new(dir)),
+            dir.display().to_string(),
+            live,
+        )
+    }
+
+    /// An in-memory tree (tests, fuzzing, snapshot tarballs).
+    pub fn memory(tree: MemTree, label: impl Into<String>) -> Self {
+        Self::with_backend(Box::new(tree), label.into(), false)
+    }
+
+    fn with_backend(backend: Box<dyn Backend>, label: String, live: bool) -> Self {
+        Self {
+            backend,
+            label,
+            live,
+            resolved: Mutex::new(HashMap::new()),
+            reads: std::sync::atomic::AtomicUsize::new(0),
+            journal: None,
+        }
+    }
+
+    /// Remember every logical path that is read, listed or resolved from now on, so a
+    /// snapshot can capture exactly what discovery needed.
+    pub fn recording(mut self) -> Self {
+        self.journal = Some(Mutex::new(std::collections::BTreeSet::new()));
+        self
+    }
+
+    /// The logical paths touched since [`Sysfs::recording`] (sorted).
+    pub fn journal(&self) -> Vec<String> {
+        self.journal
+            .as_ref()
+            .and_then(|j| j.lock().ok())
+            .map(|j| j.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn note(&self, path: &str) {
+        if let Some(j) = &self.journal
+            && let Ok(mut j) = j.lock()
+        {
+            j.insert(normalize(path));
+        }
+    }
+
+    /// What the root was given as (a directory, or a tarball's name).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// True when this is the running system, where actions (binding CPUs) make sense.
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
+    /// Number of files read so far (for benchmarks).
+    pub fn files_read(&self) -> usize {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Resolve every symlink in `path` inside the root; the result names no symlink.
+    pub fn canonicalize(&self, path: &str) -> Result<String, SysfsError> {
+        self.note(path);
+        self.resolve(path, true)
+    }
+
+    /// Resolve the directories of `path` but not its last component.
+    fn resolve_parent(&self, path: &str) -> Result<String, SysfsError> {
+        let (dir, name) = split_last(path);
+        if matches!(name, "" | "." | "..") {
+            // No final name to leave alone; joining `..` would step above the root.
+            return self.resolve(path, true);
+        }
+        let dir = self.resolve(dir, true)?;
+        Ok(join(&dir, name))
+    }
+
+    fn resolve(&self, path: &str, follow_last: bool) -> Result<String, SysfsError> {
+        let normalized = normalize(path);
+        if let Some(hit) = self.cache_get(&normalized) {
+            return Ok(hit);
+        }
+        // Attributes of one directory are read in a row: start from the directory's
+        // resolution when it is known, instead of walking (and re-reading links) from `/`.
+        let (dir, name) = split_last(&normalized);
+        let (mut done, mut pending): (Vec<String>, Vec<String>) = match self.cache_get(dir) {
+            Some(real) if !matches!(name, "" | "." | "..") => (
+                components(&real).map(str::to_string).collect(),
+                vec![name.to_string()],
+            ),
+            _ => (
+                Vec::new(),
+                components(&normalized).rev().map(str::to_string).collect(),
+            ),
+        };
+        // Whether what `done` names is a directory (`/` is).
+        let mut is_dir = true;
+        let mut hops = 0;
+        while let Some(comp) = pending.pop() {
+            match comp.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    done.pop();
+                    is_dir = true;
+                    continue;
+                }
+                _ => {}
+            }
+            let candidate = format!("/{}", join_components(&done, &comp));
+            let last = pending.is_empty();
+            if last && !follow_last {
+                done.push(comp);
+                break;
+            }
+            if let Some(hit) = self.cache_get(&candidate) {
+                done = components(&hit).map(str::to_string).collect();
+                is_dir = true;
+                continue;
+            }
+            let kind = self
+                .backend
+                .kind(&candidate)
+                .map_err(|e| SysfsError::from_io(&candidate, e))?;
+            if kind != EntryKind::Symlink {
+                done.push(comp);
+                is_dir = kind == EntryKind::Dir;
+                if is_dir {
+                    self.cache_put(candidate.clone(), candidate);
+                }
+                continue;
+            }
+            hops += 1;
+            if hops > MAX_SYMLINKS {
+                return Err(SysfsError::SymlinkLoop {
+                    path: path.to_string(),
+                });
+            }
+            let target = self
+                .backend
+                .read_link(&candidate)
+                .map_err(|e| SysfsError::from_io(&candidate, e))?;
+            if target.starts_with('/') {
+                done.clear();
+            }
+            is_dir = true; // a link with an empty target names the directory it is in
+            for t in components(&target).rev() {
+                pending.push(t.to_string());
+            }
+        }
+        let out = format!("/{}", done.join("/"));
+        // Only directories are remembered: each file is read once, and a cache of every
+        // attribute path would grow with the tree.
+        if follow_last && is_dir {
+            self.cache_put(normalized, out.clone());
+        }
+        Ok(out)
+    }
+
+    fn cache_get(&self, key: &str) -> Option<String> {
+        self.resolved.lock().ok()?.get(key).cloned()
+    }
+
+    fn cache_put(&self, key: String, value: String) {
+        if let Ok(mut map) = self.resolved.lock() {
+            map.insert(key, value);
+        }
+    }
+
+    /// Read a whole attribute file as text (at most [`MAX_ATTR_BYTES`]).
+    pub fn read(&self, path: &str) -> Result<String, SysfsError> {
+        let bytes = self.read_bytes(path, MAX_ATTR_BYTES)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Read a whole file as bytes, failing when it is larger than `limit`.
+    pub fn read_bytes(&self, path: &str, limit: usize) -> Result<Vec<u8>, SysfsError> {
+        let bytes = self.read_file(path, limit + 1)?;
+        if bytes.len() > limit {
+            return Err(SysfsError::TooLarge {
+                path: path.to_string(),
+                limit,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Read the first `limit` bytes of a file that may be longer (`/proc/cpuinfo`).
+    pub fn read_prefix(&self, path: &str, limit: usize) -> Result<String, SysfsError> {
+        let bytes = self.read_file(path, limit)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// At most `limit` bytes of the file at `path`. The directory resolves through the
+    /// cache and the name is opened without following a final symlink (`O_NOFOLLOW`):
+    /// one `openat` per attribute, no `lstat` first. A name that is a symlink (ELOOP)
+    /// is resolved inside the root and read there.
+    fn read_file(&self, path: &str, limit: usize) -> Result<Vec<u8>, SysfsError> {
+        self.note(path);
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let real = self.resolve_parent(path)?;
+        let result = match self.backend.read_file(&real, limit) {
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                let real = self.canonicalize(path)?;
+                self.backend.read_file(&real, limit)
+            }
+            other => other,
+        };
+        result.map_err(|e| match e.kind() {
+            io::ErrorKind::InvalidInput if e.raw_os_error().is_none() => SysfsError::NotAFile {
+                path: path.to_string(),
+            },
+            _ => SysfsError::from_io(path, e),
+        })
+    }
+
+    /// Read an attribute, `None` when it does not exist.
+    pub fn read_opt(&self, path: &str) -> Result<Option<String>, SysfsError> {
+        match self.read(path) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The target text of a symlink, as stored (not resolved).
+    pub fn read_link(&self, path: &str) -> Result<String, SysfsError> {
+        self.note(path);
+        let real = self.resolve_parent(path)?;
+        self.backend
+            .read_link(&real)
+            .map_err(|e| SysfsError::from_io(path, e))
+    }
+
+    /// The last component of a symlink's target (`driver` → `mlx5_core`).
+    pub fn link_name(&self, path: &str) -> Result<String, SysfsError> {
+        let target = self.read_link(path)?;
+        Ok(target
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string())
+    }
+
+    /// Sorted names in a directory (following symlinks to it).
+    pub fn list(&self, path: &str) -> Result<Vec<String>, SysfsError> {
+        self.note(path);
+        let real = self.canonicalize(path)?;
+        let mut names = self
+            .backend
+            .list_dir(&real)
+            .map_err(|e| SysfsError::from_io(path, e))?;
+        names.truncate(MAX_DIR_ENTRIES);
+        names.sort();
+        Ok(names)
+    }
+
+    /// Sorted names, or empty when the directory does not exist.
+    pub fn list_opt(&self, path: &str) -> Result<Vec<String>, SysfsError> {
+        match self.list(path) {
+            Err(e) if e.is_not_found() => Ok(Vec::new()),
+            other => other,
+        }
+    }
+
+    /// Whether anything exists at `path` (after following links).
+    pub fn exists(&self, path: &str) -> bool {
+        self.note(path);
+        // Resolution checks every component, the last one included.
+        self.canonicalize(path).is_ok()
+    }
+
+    /// Whether `path` itself is a symlink.
+    pub fn is_symlink(&self, path: &str) -> bool {
+        self.resolve_parent(path).is_ok_and(|real| {
+            self.backend
+                .kind(&real)
+                .is_ok_and(|k| k == EntryKind::Symlink)
+        })
+    }
+
+    /// The kind of entry at `path` without following a final symlink.
+    pub fn kind(&self, path: &str) -> Result<EntryKind, SysfsError> {
+        self.note(path);
+        let real = self.resolve_parent(path)?;
+        self.backend
+            .kind(&real)
+            .map_err(|e| SysfsError::from_io(path, e))
+    }
+}
+
+/// Join a logical directory and a name.
+pub fn join(dir: &str, name: &str) -> String {
+    if dir.ends_with('/') {
+        format!("{dir}{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+fn join_components(done: &[String], next: &str) -> String {
+    if done.is_empty() {
+        next.to_string()
+    } else {
+        format!("{}/{next}", done.join("/"))
+    }
+}
+
+fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {
+    path.split('/').filter(|c| !c.is_empty())
+}
+
+fn normalize(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 1);
+    for c in components(path) {
+        out.push('/');
+        out.push_str(c);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+fn split_last(path: &str) -> (&str, &str) {
+    let trimmed = path.trim_end_matches('/');
+    match trimmed.rfind('/') {
+        Some(0) => ("/", &trimmed[1..]),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => ("/", trimmed),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,89 @@
+//! Every input the fuzzers ever crashed on, replayed through the very same target
+//! bodies (`rdmatopo::fuzzing`) in the normal test suite; and the committed seed
+//! corpora, so a seed that stops parsing the way it did is noticed without cargo-fuzz.
+//!
+//! A crash found by `fuzz/run.sh` is minimized (`cargo fuzz tmin`), copied to
+//! `fuzz/regressions/<target>/<what-it-is>`, fixed, and given a named test below that
+//! says what went wrong.
+
+use std::path::{Path, PathBuf};
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+}
+
+/// Files directly under `dir/<target>/` for every target directory in `dir`.
+fn cases(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let Ok(targets) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for t in targets.flatten() {
+        let target = t.file_name().to_string_lossy().into_owned();
+        for f in std::fs::read_dir(t.path()).into_iter().flatten().flatten() {
+            if f.path().is_file() {
+                out.push((target.clone(), f.path()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn replay(target: &str, file: &Path) {
+    let data = std::fs::read(file).unwrap();
+    assert!(
+        rdmatopo::fuzzing::run(target, &data),
+        "{}: no fuzz target called {target:?}",
+        file.display()
+    );
+}
+
+/// One named regression: `fuzz/regressions/<target>/<name>`.
+fn regression(target: &str, name: &str) {
+    let file = fuzz_dir().join("regressions").join(target).join(name);
+    assert!(file.is_file(), "{} is missing", file.display());
+    replay(target, &file);
+}
+
+#[test]
+fn every_regression_file_replays_cleanly() {
+    let all = cases(&fuzz_dir().join("regressions"));
+    assert!(!all.is_empty(), "fuzz/regressions/ holds no case");
+    for (target, file) in all {
+        replay(&target, &file);
+    }
+}
+
+#[test]
+fn every_seed_replays_cleanly() {
+    let all = cases(&fuzz_dir().join("corpus"));
+    let targets: std::collections::BTreeSet<&str> = all.iter().map(|(t, _)| t.as_str()).collect();
+    for (name, _) in rdmatopo::fuzzing::TARGETS {
+        assert!(targets.contains(name), "no seed corpus for target {name}");
+    }
+    for (target, file) in &all {
+        // Only the committed seeds: a local fuzzing run adds thousands of files here.
+        if file.file_name().is_some_and(|n| n.to_string_lossy().starts_with("seed-")) {
+            replay(target, file);
+        }
+    }
+}
+
+/// `Process::memlock_bytes` is `Option<Option<u64>>`: "no limits file" and "unlimited"
+/// both serialized as `null`, so a model with an unlimited memlock limit did not read
+/// back from its own JSON. Found by the `discover` target's round-trip check.
+#[test]
+fn discover_unlimited_memlock_round_trips() {
+    regression("discover", "unlimited-memlock");
+    // The input picks a file of the base machine by index: check it still reaches the
+    // case (if the base machine changes, regenerate the input).
+    use arbitrary::{Arbitrary, Unstructured};
+    let data = std::fs::read(fuzz_dir().join("regressions/discover/unlimited-memlock")).unwrap();
+    let input = rdmatopo::fuzzing::TreeInput::arbitrary_take_rest(Unstructured::new(&data)).unwrap();
+    let topo = rdmatopo::fuzzing::check_discovery(input.build()).unwrap();
+    assert_eq!(
+        topo.process.memlock,
+        Some(rdmatopo::parse::MemlockLimit::Unlimited)
+    );
+}

@@ -1,0 +1,198 @@
+//! Golden tests: every command on every fixture, compared with
+//! `fixtures/<name>/expected/<case>`. `RDMATOPO_BLESS=1 cargo test --test golden`
+//! rewrites the expected files (review the diff before committing).
+//!
+//! Add a command by adding a line to [`CASES`].
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (expected file name, arguments after `rdmatopo`; `{root}` is the fixture root).
+const CASES: &[(&str, &[&str])] = &[
+    ("topo.txt", &["topo", "--root", "{root}"]),
+    (
+        "topo.json",
+        &["topo", "--root", "{root}", "--format", "json"],
+    ),
+    ("topo-owned.txt", &["topo", "--root", "{root}", "--owned"]),
+    ("topo-all.txt", &["topo", "--root", "{root}", "--all"]),
+    ("inventory.txt", &["inventory", "--root", "{root}"]),
+    (
+        "inventory.json",
+        &["inventory", "--root", "{root}", "--format", "json"],
+    ),
+    ("nccl-env.sh", &["nccl-env", "--root", "{root}"]),
+    (
+        "nccl-env.json",
+        &["nccl-env", "--root", "{root}", "--format", "json"],
+    ),
+    (
+        "exec.txt",
+        &[
+            "exec",
+            "--root",
+            "{root}",
+            "--local-rank",
+            "0",
+            "--print",
+            "--",
+            "true",
+        ],
+    ),
+    ("gids.txt", &["gids", "--root", "{root}"]),
+    (
+        "gids.json",
+        &["gids", "--root", "{root}", "--format", "json"],
+    ),
+    ("netdevs.txt", &["netdevs", "--root", "{root}"]),
+    (
+        "netdevs.json",
+        &["netdevs", "--root", "{root}", "--format", "json"],
+    ),
+    ("nccl-topo.xml", &["nccl-topo", "--root", "{root}"]),
+    ("qos.txt", &["qos", "--root", "{root}"]),
+    ("doctor.txt", &["doctor", "--root", "{root}"]),
+    (
+        "doctor.json",
+        &["doctor", "--root", "{root}", "--format", "json"],
+    ),
+    (
+        "k8s-rdma-shared-dev-plugin.yaml",
+        &["k8s", "rdma-shared-dev-plugin", "--root", "{root}"],
+    ),
+    (
+        "k8s-sriov-device-plugin.yaml",
+        &["k8s", "sriov-device-plugin", "--root", "{root}"],
+    ),
+    (
+        "k8s-sriov-device-plugin-switch.json",
+        &[
+            "k8s",
+            "sriov-device-plugin",
+            "--root",
+            "{root}",
+            "--pool-by",
+            "switch",
+            "--config-json",
+        ],
+    ),
+    ("k8s-nfd.txt", &["k8s", "nfd", "--root", "{root}"]),
+    (
+        "k8s-pod.yaml",
+        &["k8s", "pod", "--root", "{root}", "--gpus", "2"],
+    ),
+    (
+        "k8s-job-sriov.yaml",
+        &[
+            "k8s",
+            "pod",
+            "--root",
+            "{root}",
+            "--gpus",
+            "2",
+            "--network",
+            "sriov",
+            "--kind",
+            "job",
+        ],
+    ),
+];
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
+/// Fixture directories that hold a `root/`.
+pub fn fixtures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join("root").is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn run_case(fixture: &Path, args: &[&str]) -> String {
+    let root = fixture.join("root");
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{root}", &root.display().to_string()))
+        .collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .args(&args)
+        // Only what a fixture says may decide the output, not the caller's NCCL_* or
+        // LOCAL_RANK.
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .expect("run rdmatopo");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.stderr.is_empty() {
+        text.push_str("--- stderr\n");
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    text.push_str(&format!("--- exit {}\n", out.status.code().unwrap_or(-1)));
+    // Goldens must not depend on where the repository is checked out.
+    text.replace(&root.display().to_string(), "<root>")
+}
+
+#[test]
+fn goldens() {
+    let bless = std::env::var_os("RDMATOPO_BLESS").is_some();
+    let fixtures = fixtures();
+    assert!(
+        !fixtures.is_empty(),
+        "no fixtures found under {}",
+        fixtures_dir().display()
+    );
+    let mut failures = Vec::new();
+    for fixture in &fixtures {
+        let expected_dir = fixture.join("expected");
+        for (file, args) in CASES {
+            let actual = run_case(fixture, args);
+            let path = expected_dir.join(file);
+            if bless {
+                std::fs::create_dir_all(&expected_dir).unwrap();
+                std::fs::write(&path, &actual).unwrap();
+                continue;
+            }
+            match std::fs::read_to_string(&path) {
+                Ok(expected) if expected == actual => {}
+                Ok(expected) => failures.push(format!(
+                    "{}: differs\n{}",
+                    path.display(),
+                    first_difference(&expected, &actual)
+                )),
+                Err(_) => failures.push(format!(
+                    "{}: missing (run with RDMATOPO_BLESS=1)",
+                    path.display()
+                )),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} golden mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn first_difference(expected: &str, actual: &str) -> String {
+    for (i, (e, a)) in expected.lines().zip(actual.lines()).enumerate() {
+        if e != a {
+            return format!("  line {}:\n  expected: {e}\n  actual:   {a}", i + 1);
+        }
+    }
+    format!(
+        "  lengths differ: expected {} lines, actual {}",
+        expected.lines().count(),
+        actual.lines().count()
+    )
+}

@@ -1,0 +1,120 @@
+//! The fixture builder (`fixtures/tools/sysfs_builder.py`) classifies every GPU/NIC
+//! pair from the layout it writes, independently of this crate, into
+//! `fixtures/<name>/expected-topo.txt`. The matrix rdmatopo reads back from the tree
+//! must agree cell by cell (rows and columns matched by GPU PCI order and RDMA name,
+//! so the two may list NICs in different orders).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use rdmatopo::analysis::TopoMatrix;
+use rdmatopo::analysis::container::ContainerView;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+type Cells = BTreeMap<(String, String), String>;
+
+/// Parse an nvidia-smi style table into cells keyed by device name, with `NICn`
+/// replaced by the RDMA device name from the NIC legend.
+fn parse_table(text: &str) -> Cells {
+    let legend: BTreeMap<String, String> = text
+        .lines()
+        .filter_map(|l| {
+            let (nic, dev) = l.trim().split_once(": ")?;
+            nic.starts_with("NIC")
+                .then(|| (nic.to_string(), dev.to_string()))
+        })
+        .collect();
+    let name = |n: &str| legend.get(n).cloned().unwrap_or_else(|| n.to_string());
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    let header: Vec<String> = lines
+        .next()
+        .unwrap_or_default()
+        .split('\t')
+        .filter(|h| h.starts_with("GPU") || h.starts_with("NIC"))
+        .filter(|h| !h.contains(' '))
+        .map(|h| name(h))
+        .collect();
+    let mut cells = Cells::new();
+    for line in lines.take_while(|l| !l.trim().is_empty()) {
+        let fields: Vec<&str> = line.split('\t').collect();
+        let row = name(fields[0]);
+        for (col, cell) in header.iter().zip(&fields[1..]) {
+            cells.insert((row.clone(), col.clone()), cell.trim().to_string());
+        }
+    }
+    cells
+}
+
+#[test]
+fn matrices_agree_with_the_builders_independent_classification() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let fixture = entry.unwrap().path();
+        let Ok(expected) = std::fs::read_to_string(fixture.join("expected-topo.txt")) else {
+            continue;
+        };
+        let topo = rdmatopo::discover(Some(&fixture.join("root"))).unwrap();
+        // "(PCIe only)" tables leave NVLink out: GPU pairs there are not comparable.
+        let pcie_only = expected
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("PCIe only"));
+        let mut expected = parse_table(&expected);
+        if pcie_only {
+            expected.retain(|(r, c), _| !(r.starts_with("GPU") && c.starts_with("GPU") && r != c));
+        }
+        // The builder lists the devices a matrix should show (a pod's own, or all).
+        let mut gpus: Vec<String> = expected
+            .keys()
+            .map(|(r, _)| r.clone())
+            .filter(|r| r.starts_with("GPU"))
+            .collect();
+        gpus.dedup();
+        let mut nics: Vec<String> = expected
+            .keys()
+            .map(|(r, _)| r.clone())
+            .filter(|r| !r.starts_with("GPU"))
+            .collect();
+        nics.dedup();
+        // A pod's table shows its own GPUs, renumbered from 0 in PCI order.
+        let view = ContainerView::of(&topo);
+        let mut gpu_addrs: Vec<_> = topo.gpus.iter().map(|g| g.pci).collect();
+        if gpus.len() < gpu_addrs.len() {
+            gpu_addrs = view.owned_gpus();
+        }
+        assert_eq!(
+            gpu_addrs.len(),
+            gpus.len(),
+            "{}: GPUs in view",
+            fixture.display()
+        );
+        let nic_names: Vec<&str> = nics.iter().map(String::as_str).collect();
+        let mut ours =
+            parse_table(&TopoMatrix::build(&topo, &gpu_addrs, &nic_names).to_table(false));
+        if pcie_only {
+            ours.retain(|(r, c), _| !(r.starts_with("GPU") && c.starts_with("GPU") && r != c));
+        }
+        let differing: Vec<String> = expected
+            .iter()
+            .filter(|(k, v)| ours.get(*k) != Some(*v))
+            .map(|((r, c), v)| {
+                format!(
+                    "{r}/{c}: builder {v}, rdmatopo {:?}",
+                    ours.get(&(r.clone(), c.clone()))
+                )
+            })
+            .take(10)
+            .collect();
+        assert!(
+            differing.is_empty() && ours.len() == expected.len(),
+            "{}: {differing:#?}",
+            fixture.display()
+        );
+        checked += 1;
+    }
+    assert!(
+        checked >= 7,
+        "only {checked} fixtures carry expected-topo.txt"
+    );
+}

@@ -1,0 +1,186 @@
+//! End-to-end checks of the recommendation commands on the fixtures: `exec` really
+//! sets the environment of the program it runs, and an NCCL topology file written from
+//! each fixture reads back with the same GPU–NIC classes and pairing.
+
+// Helpers outside #[test] functions panic on purpose too.
+#![allow(clippy::unwrap_used)]
+
+use rdmatopo::analysis::plan::preferred_hcas;
+use rdmatopo::analysis::{PathClass, TopoMatrix};
+use rdmatopo::nccl_xml::{self, XmlOptions};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(name)
+        .join("root");
+    root.join("sys").is_dir().then_some(root)
+}
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path().join("root"))
+                .filter(|p| p.join("sys").is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// `rdmatopo exec` with a clean environment plus `env`.
+fn exec(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> (String, String, i32) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rdmatopo"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.arg("exec").arg("--root").arg(root).args(extra);
+    let out = c.output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+const SHOW: &[&str] = &[
+    "--",
+    "sh",
+    "-c",
+    "echo \"$NCCL_IB_HCA|$NCCL_SOCKET_IFNAME\"",
+];
+
+#[test]
+fn exec_sets_the_plan_and_keeps_what_the_user_set() {
+    let Some(root) = fixture("h100-dgx") else {
+        return;
+    };
+    let plan = rdmatopo::analysis::plan::Plan::compute(
+        &rdmatopo::discover(Some(&root)).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    let hca = plan.env["NCCL_IB_HCA"].clone();
+    let sock = plan.env["NCCL_SOCKET_IFNAME"].clone();
+
+    let mut args = vec!["--local-rank", "2", "--print"];
+    args.extend_from_slice(SHOW);
+    let (out, err, code) = exec(&root, &args, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, format!("{hca}|{sock}\n"));
+    let rank = plan.rank(2).unwrap();
+    assert!(
+        err.contains(&format!("local rank 2: GPU {}", rank.gpu)),
+        "{err}"
+    );
+    assert!(err.contains(&format!("set NCCL_IB_HCA='{hca}'")), "{err}");
+    assert!(
+        err.contains("not applied: --root is a captured tree"),
+        "{err}"
+    );
+
+    // Already set: kept, and said even without --print.
+    let mut args = vec!["--local-rank", "2"];
+    args.extend_from_slice(SHOW);
+    let (out, err, _) = exec(&root, &args, &[("NCCL_SOCKET_IFNAME", "ib0")]);
+    assert_eq!(out, format!("{hca}|ib0\n"));
+    assert!(err.contains("kept NCCL_SOCKET_IFNAME='ib0'"), "{err}");
+    let mut args = vec!["--local-rank", "2", "--override"];
+    args.extend_from_slice(SHOW);
+    let (out, _, _) = exec(&root, &args, &[("NCCL_SOCKET_IFNAME", "ib0")]);
+    assert_eq!(out, format!("{hca}|{sock}\n"));
+
+    // Without a rank: the node-wide variables, and a warning.
+    let (out, err, _) = exec(&root, SHOW, &[]);
+    assert_eq!(out, format!("{hca}|{sock}\n"));
+    assert!(err.contains("no local rank given"), "{err}");
+}
+
+#[test]
+fn exec_reports_a_missing_command() {
+    let Some(root) = fixture("no-devices") else {
+        return;
+    };
+    let (_, err, code) = exec(&root, &["--", "/nonexistent/rdmatopo-test-cmd"], &[]);
+    assert_eq!(code, 127, "{err}");
+    assert!(
+        err.contains("cannot run /nonexistent/rdmatopo-test-cmd"),
+        "{err}"
+    );
+}
+
+/// NCCL has no NODE level: host bridges of one NUMA node are one CPU node.
+fn nccl_view(k: PathClass) -> PathClass {
+    if k == PathClass::Node {
+        PathClass::Phb
+    } else {
+        k
+    }
+}
+
+fn gpu_nic_classes(t: &rdmatopo::Topology) -> BTreeMap<(String, String), PathClass> {
+    let m = TopoMatrix::for_topology(t);
+    let mut out = BTreeMap::new();
+    for g in m.devices.iter().filter(|d| d.kind == "gpu") {
+        for n in m.devices.iter().filter(|d| d.kind == "nic") {
+            out.insert(
+                (g.pci.to_string(), n.rdma.clone().unwrap_or_default()),
+                nccl_view(m.get(&g.name, &n.name).unwrap()),
+            );
+        }
+    }
+    out
+}
+
+fn pairing(t: &rdmatopo::Topology) -> BTreeMap<String, (Vec<String>, PathClass)> {
+    preferred_hcas(t)
+        .into_iter()
+        .map(|(g, (ports, k))| {
+            let devs = ports
+                .iter()
+                .map(|p| p.rsplit_once(':').map_or(p.as_str(), |x| x.0).to_string())
+                .collect();
+            (g.to_string(), (devs, nccl_view(k)))
+        })
+        .collect()
+}
+
+#[test]
+fn topology_files_of_every_fixture_read_back_the_same() {
+    for root in fixtures() {
+        let t = rdmatopo::discover(Some(&root)).unwrap();
+        let x = nccl_xml::write(
+            &t,
+            &XmlOptions {
+                nets: true,
+                ..Default::default()
+            },
+        );
+        assert!(x.starts_with("<system version=\"1\""), "{}", root.display());
+        let back = nccl_xml::read(&x, "round-trip").unwrap();
+        assert_eq!(back.gpus.len(), t.gpus.len(), "{}", root.display());
+        // Classes between GPUs and the HCAs NCCL would list (an ACTIVE port).
+        let listed = |name: &str| {
+            t.rdma_device(name)
+                .is_some_and(|d| d.ports.iter().any(|p| p.is_active()))
+        };
+        let before: BTreeMap<_, _> = gpu_nic_classes(&t)
+            .into_iter()
+            .filter(|((_, n), _)| listed(n))
+            .collect();
+        let after: BTreeMap<_, _> = gpu_nic_classes(&back)
+            .into_iter()
+            .filter(|((_, n), _)| listed(n))
+            .collect();
+        assert_eq!(after, before, "{}\n{x}", root.display());
+        assert_eq!(pairing(&back), pairing(&t), "{}\n{x}", root.display());
+    }
+}
