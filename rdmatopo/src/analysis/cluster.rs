@@ -201,13 +201,14 @@ pub fn check(nodes: &[(String, NodeRails)]) -> FleetReport {
         .iter()
         .map(|(_, r)| r.rails.iter().map(|x| (x.port.label.as_str(), x)).collect())
         .collect();
+    // In rail order (by GPU), as the first node that has the rail lists it.
     let mut label_nodes: BTreeMap<&str, usize> = BTreeMap::new();
     let mut label_order: Vec<&str> = Vec::new();
-    for m in &by_label {
-        for l in m.keys() {
-            let c = label_nodes.entry(l).or_default();
+    for (_, rails) in nodes {
+        for r in &rails.rails {
+            let c = label_nodes.entry(r.port.label.as_str()).or_default();
             if *c == 0 {
-                label_order.push(l);
+                label_order.push(&r.port.label);
             }
             *c += 1;
         }
@@ -404,7 +405,20 @@ mod tests {
         assert_eq!(r.agreeing, 5);
         assert!(r.odd.is_empty());
         assert_eq!(r.reference.rails.value, "8");
-        assert_eq!(r.reference.per_rail.len(), 8);
+        let order: Vec<&str> = r
+            .reference
+            .per_rail
+            .iter()
+            .map(|x| x.rail.as_str())
+            .collect();
+        let rails: Vec<&str> = nodes[0]
+            .1
+            .rails
+            .iter()
+            .map(|x| x.port.label.as_str())
+            .collect();
+        assert_eq!(order, rails);
+        assert_eq!(order[..3], ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1"]);
     }
 
     #[test]

@@ -146,11 +146,22 @@ fn check_label_prefix(prefix: &str) -> Result<(), AnalysisError> {
     Ok(())
 }
 
-/// `[a-zA-Z0-9_]` only: every other character becomes `_`.
+/// `[a-zA-Z0-9_]` only (every other character becomes `_`), ending in a letter or
+/// digit: the plugins take a trailing `_`, but Kubernetes resource names must end
+/// alphanumeric.
 fn resource_word(s: &str) -> String {
-    s.chars()
+    let w: String = s
+        .chars()
         .map(|c| if is_alnum(c) || c == '_' { c } else { '_' })
-        .collect()
+        .collect();
+    w.trim_end_matches('_').to_string()
+}
+
+/// `kind_<netdev>` as a resource name.
+fn pool_base(kind: &str, netdev: &str) -> String {
+    format!("{kind}_{}", resource_word(netdev))
+        .trim_end_matches('_')
+        .to_string()
 }
 
 /// `base`, or `base_2`, `base_3`, … when taken.
@@ -413,13 +424,22 @@ fn shared_pools(
             ));
             continue;
         };
-        let name = unique(format!("hca_{}", resource_word(ifname)), &mut taken);
+        let name = unique(pool_base("hca", ifname), &mut taken);
         let why = match left_out {
             Some(r) => format!("not a compute rail ({r})"),
             None => describe_gpus(p),
         };
+        // A bond's port netdev is the bond; the plugin sees the PCI function's own.
+        let selected = match &p.netdev {
+            Some(n) if n != ifname => {
+                format!(
+                    ", selected by {ifname} (the PCI function's netdev, which the plugin reads)"
+                )
+            }
+            _ => String::new(),
+        };
         notes.push(format!(
-            "{prefix}/{name}: {}, {}, {why}",
+            "{prefix}/{name}: {}, {}{selected}, {why}",
             rail_word(rails, p),
             describe_port(p)
         ));
@@ -750,7 +770,7 @@ fn sriov_pools(rails: &NodeRails, opts: &SriovDpOptions) -> Pools<SriovResource>
     for (switch_index, (switch, members)) in groups.into_iter().enumerate() {
         let base = match (opts.pool_by, switch) {
             (PoolBy::Switch, _) => format!("vf_switch{switch_index}"),
-            (PoolBy::Rail, _) => format!("vf_{}", resource_word(members[0].2)),
+            (PoolBy::Rail, _) => pool_base("vf", members[0].2),
         };
         let name = unique(base, &mut taken);
         let mut pf_names = Vec::new();

@@ -197,6 +197,7 @@ fn qos_netdev<'t>(
             .find_map(|n| topo.qos.netdev(&n.name));
         return match found {
             Some(q) => (Some(q), None),
+            None if topo.netdevs.iter().any(|n| n.pci == Some(pf)) => (None, None),
             None => (
                 None,
                 Some(format!(

@@ -249,7 +249,12 @@ fn table(r: &FleetReport) -> String {
                     f.check.clone(),
                     f.subject.clone().unwrap_or_else(|| "-".into()),
                     f.value.clone(),
-                    format!("{} ({} nodes)", f.expected, f.expected_nodes),
+                    format!(
+                        "{} ({} node{})",
+                        f.expected,
+                        f.expected_nodes,
+                        if f.expected_nodes == 1 { "" } else { "s" }
+                    ),
                 ]);
             }
         }

@@ -5,7 +5,6 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 /// What a path names, without following a final symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,16 +33,14 @@ pub trait Backend: Send + Sync {
 
 /// A directory on disk (`/` for the live system).
 ///
-/// Paths are looked up from the root's directory descriptor, not from `/`, and the
-/// directory read last stays open: discovery reads a device's attributes in a row, so
-/// each one costs an `openat` of a single name instead of a walk of the whole path.
+/// Paths are looked up from the root's directory descriptor (`openat`), so the
+/// root's own path is walked once, not once per attribute.
 #[derive(Debug)]
 pub struct DirBackend {
     base: PathBuf,
     /// The root, opened once (`None` when it cannot be opened: every call then fails
     /// as a plain path lookup would).
     root: Option<OwnedFd>,
-    last_dir: Mutex<Option<(String, Arc<OwnedFd>)>>,
 }
 
 impl DirBackend {
@@ -55,11 +52,7 @@ impl DirBackend {
             Mode::empty(),
         )
         .ok();
-        Self {
-            base,
-            root,
-            last_dir: Mutex::new(None),
-        }
+        Self { base, root }
     }
 
     fn root(&self) -> io::Result<&OwnedFd> {
@@ -70,39 +63,26 @@ impl DirBackend {
             )
         })
     }
-
-    /// The directory holding `path` (opened, or the one kept open) and the last name.
-    fn dir_of<'p>(&self, path: &'p str) -> io::Result<(Arc<OwnedFd>, &'p str)> {
-        let path = path.trim_end_matches('/');
-        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-        let mut last = self.last_dir.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((d, fd)) = last.as_ref()
-            && d == dir
-        {
-            return Ok((Arc::clone(fd), name));
-        }
-        let fd = Arc::new(rfs::openat(
-            self.root()?,
-            relative(dir),
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?);
-        *last = Some((dir.to_string(), Arc::clone(&fd)));
-        Ok((fd, name))
-    }
 }
 
 /// A logical absolute path as a path relative to the root (`.` for the root itself).
-fn relative(path: &str) -> &str {
-    match path.trim_start_matches('/') {
+/// `..` is refused: from the root's descriptor it would climb out of the root.
+fn relative(path: &str) -> io::Result<&str> {
+    if path.split('/').any(|c| c == "..") {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "`..` in a resolved path",
+        ));
+    }
+    Ok(match path.trim_start_matches('/') {
         "" => ".",
         rel => rel,
-    }
+    })
 }
 
 impl Backend for DirBackend {
     fn kind(&self, path: &str) -> io::Result<EntryKind> {
-        let st = rfs::statat(self.root()?, relative(path), AtFlags::SYMLINK_NOFOLLOW)?;
+        let st = rfs::statat(self.root()?, relative(path)?, AtFlags::SYMLINK_NOFOLLOW)?;
         Ok(match rfs::FileType::from_raw_mode(st.st_mode) {
             rfs::FileType::Symlink => EntryKind::Symlink,
             rfs::FileType::Directory => EntryKind::Dir,
@@ -112,7 +92,7 @@ impl Backend for DirBackend {
     }
 
     fn read_link(&self, path: &str) -> io::Result<String> {
-        let target = rfs::readlinkat(self.root()?, relative(path), Vec::new())?;
+        let target = rfs::readlinkat(self.root()?, relative(path)?, Vec::new())?;
         Ok(String::from_utf8_lossy(target.as_bytes()).into_owned())
     }
 
@@ -121,7 +101,7 @@ impl Backend for DirBackend {
         // attack. O_NONBLOCK: opening a FIFO must not wait for a writer.
         let fd = rfs::openat(
             self.root()?,
-            relative(path),
+            relative(path)?,
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
         )?;

@@ -72,6 +72,20 @@ fn label_syntax_edges() {
 }
 
 #[test]
+fn pool_names_are_kubernetes_resource_names() {
+    for (netdev, want) in [
+        ("ibp24s0", "hca_ibp24s0"),
+        ("eth0.100", "hca_eth0_100"),
+        ("br-", "hca_br"),
+        ("-", "hca"),
+    ] {
+        let name = pool_base("hca", netdev);
+        assert_eq!(name, want);
+        assert!(oracle_key(&format!("rdma/{name}")), "{name}");
+    }
+}
+
+#[test]
 fn pf_names_that_the_plugin_drops_are_refused() {
     for bad in ["", "#0-1", "ens1f0#", "ens1f0#3-1", "ens1f0#a", "ens1f0#0-"] {
         assert!(parse_pf_name(bad).is_err(), "{bad:?}");

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# rdmatopo against the tools people use today, as whole processes on the same tree:
+#   rdmatopo topo     vs  lstopo-no-graphics --whole-io  (hwloc, HWLOC_FSROOT=ROOT)
+#   rdmatopo gids     vs  show_gids's loop               (scripts/incumbents/show_gids.sh)
+#   rdmatopo netdevs  vs  ibdev2netdev's loop            (scripts/incumbents/ibdev2netdev.sh)
+# Medians and ratios (hyperfine), files opened and syscalls (strace) next to the fewest
+# files each answer needs, and peak RSS (/usr/bin/time). Prints a Markdown report.
+#
+#   scripts/bench-incumbents.sh [ROOT]        # default: fixtures/h100-dgx/root, 30 runs
+#   RUNS=100 BIN=target/release/rdmatopo scripts/bench-incumbents.sh fixtures/a100-hgx-4numa/root
+#
+# Needs: hyperfine, strace, /usr/bin/time (GNU time), lstopo-no-graphics (hwloc-nox),
+# python3. On Debian: apt-get install hyperfine strace time hwloc-nox.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+ROOT=$(realpath "${1:-fixtures/h100-dgx/root}")
+RUNS=${RUNS:-30}
+BIN=${BIN:-}
+if [ -z "$BIN" ]; then
+  cargo build --release -q -p rdmatopo
+  BIN=$repo/target/release/rdmatopo
+fi
+BIN=$(realpath "$BIN")
+for tool in hyperfine strace python3 lstopo-no-graphics; do
+  command -v "$tool" >/dev/null || { echo "missing: $tool (apt-get install hyperfine strace hwloc-nox)" >&2; exit 3; }
+done
+[ -x /usr/bin/time ] || { echo "missing: /usr/bin/time (apt-get install time)" >&2; exit 3; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# hwloc reads the tree through HWLOC_FSROOT; without -x86 its CPUID backend would add
+# this machine's caches to the captured topology. rdmatopo ignores both variables.
+export HWLOC_FSROOT=$ROOT HWLOC_COMPONENTS=-x86 ROOT
+
+# name | rdmatopo command | incumbent command
+cases=(
+  "topo|$BIN topo --root $ROOT|lstopo-no-graphics --whole-io"
+  "gids|$BIN gids --root $ROOT|bash $repo/scripts/incumbents/show_gids.sh"
+  "netdevs|$BIN netdevs --root $ROOT|bash $repo/scripts/incumbents/ibdev2netdev.sh"
+)
+
+for c in "${cases[@]}"; do
+  IFS='|' read -r name ours theirs <<<"$c"
+  hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$work/$name.json" \
+    --command-name "rdmatopo $name" "$ours" --command-name "$theirs" "$theirs" >/dev/null 2>&1
+  for who in ours theirs; do
+    cmd=${!who}
+    # shellcheck disable=SC2086
+    strace -f -qq -o "$work/$name.$who.openat" -e trace=openat,open $cmd >/dev/null 2>&1 || true
+    # shellcheck disable=SC2086
+    strace -f -qq -c -o "$work/$name.$who.count" $cmd >/dev/null 2>&1 || true
+    # shellcheck disable=SC2086
+    /usr/bin/time -f %M -o "$work/$name.$who.rss" $cmd >/dev/null 2>&1 || true
+  done
+done
+"$BIN" topo --root "$ROOT" --format json >"$work/topo.json"
+
+python3 - "$work" "$ROOT" "$BIN" "$RUNS" <<'PY'
+import json, os, re, statistics, sys
+work, root, binary, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+TOP = ("sys", "proc", "dev", "rdmatopo")
+
+def opened(path):
+    """Files (not directories) opened under the root: (succeeded, attempted)."""
+    ok = tried = 0
+    pat = re.compile(r'open(?:at)?\((?:(AT_FDCWD|\d+), )?"([^"]*)", ([A-Z_|]+)[^)]*\)\s+=\s+(-?\d+)')
+    for line in open(path):
+        m = pat.search(line)
+        if not m:
+            continue
+        dirfd, p, flags, ret = m.groups()
+        if "O_DIRECTORY" in flags or "O_PATH" in flags:
+            continue
+        inside = p.startswith(root + "/") or (
+            dirfd not in (None, "AT_FDCWD") and p.split("/")[0] in TOP)
+        if inside:
+            tried += 1
+            ok += int(ret) >= 0
+    return ok, tried
+
+def syscalls(path):
+    for line in open(path):
+        if line.strip().endswith("total"):
+            return int(line.split()[2])
+    return 0
+
+def r(*p):
+    return os.path.join(root, *p)
+
+def minimum(name):
+    """The fewest files the answer needs, and how that count is made."""
+    ib = r("sys/class/infiniband")
+    devs = sorted(os.listdir(ib)) if os.path.isdir(ib) else []
+    if name == "topo":
+        t = json.load(open(os.path.join(work, "topo.json")))
+        gpus = sum(d["kind"] == "gpu" for d in t["devices"])
+        nics = sum(d["kind"] == "nic" for d in t["devices"])
+        fns = len(os.listdir(r("sys/bus/pci/devices")))
+        nodes = len([n for n in os.listdir(r("sys/devices/system/node")) if re.fullmatch(r"node\d+", n)])
+        n = 2 * fns + 2 * (gpus + nics) + nodes + 2
+        return n, f"vendor+class of {fns} functions, numa_node+local_cpulist of {gpus} GPUs and {nics} NICs, {nodes} node cpulists, nvml.json, status"
+    if name == "gids":
+        slots = attrs = 0
+        for d in devs:
+            for p in os.listdir(os.path.join(ib, d, "ports")):
+                port = os.path.join(ib, d, "ports", p)
+                gids = os.listdir(os.path.join(port, "gids")) if os.path.isdir(os.path.join(port, "gids")) else []
+                slots += len(gids)
+                for g in gids:
+                    text = open(os.path.join(port, "gids", g)).read().strip()
+                    if set(text) <= set("0:"):
+                        continue
+                    attrs += sum(os.path.exists(os.path.join(port, "gid_attrs", k, g)) for k in ("types", "ndevs"))
+        return slots + attrs, f"{slots} GID slots, {attrs} type/ndev files of the valid ones"
+    if name == "netdevs":
+        pairs = 0
+        for d in devs:
+            net = os.path.join(ib, d, "device", "net")
+            if os.path.isdir(net):
+                pairs += len(os.listdir(net))
+        return 2 * pairs, f"dev_port and operstate of the {pairs} netdevs on RDMA functions"
+
+def ms(x):
+    return f"{x * 1000:.2f} ms"
+
+print(f"Root: `{os.path.relpath(root)}`; {runs} runs each after 3 warm-ups (hyperfine -N); rdmatopo: `{os.path.relpath(binary)}`.\n")
+print("| command | median | min | files opened (tried) | syscalls | peak RSS |")
+print("|---|---:|---:|---:|---:|---:|")
+summary = []
+for name in ("topo", "gids", "netdevs"):
+    res = json.load(open(os.path.join(work, f"{name}.json")))["results"]
+    med = [statistics.median(x["times"]) for x in res]
+    for i, who in enumerate(("ours", "theirs")):
+        ok, tried = opened(os.path.join(work, f"{name}.{who}.openat"))
+        rss = open(os.path.join(work, f"{name}.{who}.rss")).read().split()[-1]
+        print(f"| `{res[i]['command']}` | {ms(med[i])} | {ms(min(res[i]['times']))} | {ok} ({tried}) | "
+              f"{syscalls(os.path.join(work, f'{name}.{who}.count'))} | {int(rss) / 1024:.1f} MB |")
+    need, how = minimum(name)
+    ours_files = opened(os.path.join(work, f"{name}.ours.openat"))[0]
+    summary.append((name, med[1] / med[0], ours_files, need, how))
+print("\n| command | speed-up (median) | files rdmatopo opened / fewest needed |")
+print("|---|---:|---|")
+for name, speedup, files, need, how in summary:
+    print(f"| {name} | {speedup:.1f}x | {files} / {need} = {files / need:.2f}x ({how}) |")
+PY
