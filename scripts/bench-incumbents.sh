@@ -29,7 +29,7 @@ done
 [ -x /usr/bin/time ] || { echo "missing: /usr/bin/time (apt-get install time)" >&2; exit 3; }
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 # hwloc reads the tree through HWLOC_FSROOT; without -x86 its CPUID backend would add
 # this machine's caches to the captured topology. rdmatopo ignores both variables.
 export HWLOC_FSROOT=$ROOT HWLOC_COMPONENTS=-x86 ROOT
@@ -55,7 +55,7 @@ for c in "${cases[@]}"; do
     /usr/bin/time -f %M -o "$work/$name.$who.rss" $cmd >/dev/null 2>&1 || true
   done
 done
-"$BIN" topo --root "$ROOT" --format json >"$work/topo.json"
+"$BIN" topo --root "$ROOT" --format json >"$work/matrix.json"
 
 python3 - "$work" "$ROOT" "$BIN" "$RUNS" <<'PY'
 import json, os, re, statistics, sys
@@ -83,7 +83,7 @@ def opened(path):
 def syscalls(path):
     for line in open(path):
         if line.strip().endswith("total"):
-            return int(line.split()[2])
+            return int(line.split()[3])  # % time, seconds, usecs/call, calls
     return 0
 
 def r(*p):
@@ -94,7 +94,7 @@ def minimum(name):
     ib = r("sys/class/infiniband")
     devs = sorted(os.listdir(ib)) if os.path.isdir(ib) else []
     if name == "topo":
-        t = json.load(open(os.path.join(work, "topo.json")))
+        t = json.load(open(os.path.join(work, "matrix.json")))
         gpus = sum(d["kind"] == "gpu" for d in t["devices"])
         nics = sum(d["kind"] == "nic" for d in t["devices"])
         fns = len(os.listdir(r("sys/bus/pci/devices")))
@@ -135,7 +135,7 @@ for name in ("topo", "gids", "netdevs"):
     for i, who in enumerate(("ours", "theirs")):
         ok, tried = opened(os.path.join(work, f"{name}.{who}.openat"))
         rss = open(os.path.join(work, f"{name}.{who}.rss")).read().split()[-1]
-        print(f"| `{res[i]['command']}` | {ms(med[i])} | {ms(min(res[i]['times']))} | {ok} ({tried}) | "
+        print(f"| `{res[i]['command'].replace(os.getcwd() + '/', '')}` | {ms(med[i])} | {ms(min(res[i]['times']))} | {ok} ({tried}) | "
               f"{syscalls(os.path.join(work, f'{name}.{who}.count'))} | {int(rss) / 1024:.1f} MB |")
     need, how = minimum(name)
     ours_files = opened(os.path.join(work, f"{name}.ours.openat"))[0]

@@ -17,8 +17,11 @@ use crate::{Topology, model::NvmlSnapshot};
 use arbitrary::{Arbitrary, Unstructured};
 use std::collections::BTreeMap;
 
+/// A fuzz target's body.
+pub type FuzzBody = fn(&[u8]);
+
 /// Every target: its name (as in `fuzz/fuzz_targets/<name>.rs`) and its body.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, FuzzBody)] = &[
     ("cpulist", cpulist),
     ("cpumask", cpumask),
     ("pci_addr", pci_addr),

@@ -6,6 +6,8 @@
 //! `fuzz/regressions/<target>/<what-it-is>`, fixed, and given a named test below that
 //! says what went wrong.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 
 fn fuzz_dir() -> PathBuf {
@@ -64,7 +66,10 @@ fn every_seed_replays_cleanly() {
     }
     for (target, file) in &all {
         // Only the committed seeds: a local fuzzing run adds thousands of files here.
-        if file.file_name().is_some_and(|n| n.to_string_lossy().starts_with("seed-")) {
+        if file
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("seed-"))
+        {
             replay(target, file);
         }
     }
@@ -80,7 +85,8 @@ fn discover_unlimited_memlock_round_trips() {
     // case (if the base machine changes, regenerate the input).
     use arbitrary::{Arbitrary, Unstructured};
     let data = std::fs::read(fuzz_dir().join("regressions/discover/unlimited-memlock")).unwrap();
-    let input = rdmatopo::fuzzing::TreeInput::arbitrary_take_rest(Unstructured::new(&data)).unwrap();
+    let input =
+        rdmatopo::fuzzing::TreeInput::arbitrary_take_rest(Unstructured::new(&data)).unwrap();
     let topo = rdmatopo::fuzzing::check_discovery(input.build()).unwrap();
     assert_eq!(
         topo.process.memlock,

@@ -17,7 +17,11 @@ fn every_fixture_model_round_trips_through_json() {
         }
         let topo = rdmatopo::discover(Some(&root)).unwrap();
         let back = Topology::from_json(&topo.to_json()).unwrap();
-        assert!(back == topo, "{}: model differs after a JSON round trip", root.display());
+        assert!(
+            back == topo,
+            "{}: model differs after a JSON round trip",
+            root.display()
+        );
         checked += 1;
     }
     assert!(checked >= 8, "only {checked} fixtures");

@@ -32,7 +32,7 @@ fn parse_table(text: &str) -> Cells {
         .split('\t')
         .filter(|h| h.starts_with("GPU") || h.starts_with("NIC"))
         .filter(|h| !h.contains(' '))
-        .map(|h| name(h))
+        .map(name)
         .collect();
     let mut cells = Cells::new();
     for line in lines.take_while(|l| !l.trim().is_empty()) {

@@ -2,6 +2,8 @@
 //! host) and must give exactly the matrix and the container context of a full read,
 //! on every fixture and on the fuzzers' base machine.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use rdmatopo::analysis::TopoMatrix;
 use rdmatopo::analysis::container::ContainerView;
 use rdmatopo::{Scope, Sysfs, Topology, discover_scope};

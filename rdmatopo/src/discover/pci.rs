@@ -349,39 +349,38 @@ fn names(_vendor: u16, _device: u16) -> (Option<String>, Option<String>) {
 /// GPUs in PCI order, with NVML facts merged in when present.
 pub(super) fn fill_gpus(topo: &mut Topology) {
     let nvml = topo.nvml.clone();
-    topo.gpus = topo
-        .pci
-        .iter()
-        .filter(|f| f.is_nvidia_gpu())
-        .enumerate()
-        .map(|(i, f)| {
-            let facts = nvml.as_ref().and_then(|n| n.gpu(f.address));
-            // Without NVML, the driver's /proc/driver/nvidia/gpus/<bdf>/information.
-            let procfs = topo
-                .process
-                .proc_nvidia_gpu_info
-                .iter()
-                .find(|p| p.bus_id.parse::<crate::parse::PciAddr>().ok() == Some(f.address));
-            Gpu {
-                pci: f.address,
-                index: i as u32,
-                name: facts
-                    .and_then(|g| g.name.clone())
-                    .or_else(|| f.device_name.clone()),
-                uuid: facts
-                    .and_then(|g| g.uuid.clone())
-                    .or_else(|| procfs.and_then(|p| p.uuid.clone())),
-                numa_node: f.numa_node.or_else(|| {
-                    topo.host_bridges
-                        .iter()
-                        .find(|h| h.name == f.host_bridge)?
-                        .numa_node
-                }),
-                local_cpus: f.local_cpus.clone(),
-                minor: facts
-                    .and_then(|g| g.minor_number)
-                    .or_else(|| procfs.and_then(|p| p.minor)),
-            }
-        })
-        .collect();
+    topo.gpus =
+        topo.pci
+            .iter()
+            .filter(|f| f.is_nvidia_gpu())
+            .enumerate()
+            .map(|(i, f)| {
+                let facts = nvml.as_ref().and_then(|n| n.gpu(f.address));
+                // Without NVML, the driver's /proc/driver/nvidia/gpus/<bdf>/information.
+                let procfs =
+                    topo.process.proc_nvidia_gpu_info.iter().find(|p| {
+                        p.bus_id.parse::<crate::parse::PciAddr>().ok() == Some(f.address)
+                    });
+                Gpu {
+                    pci: f.address,
+                    index: i as u32,
+                    name: facts
+                        .and_then(|g| g.name.clone())
+                        .or_else(|| f.device_name.clone()),
+                    uuid: facts
+                        .and_then(|g| g.uuid.clone())
+                        .or_else(|| procfs.and_then(|p| p.uuid.clone())),
+                    numa_node: f.numa_node.or_else(|| {
+                        topo.host_bridges
+                            .iter()
+                            .find(|h| h.name == f.host_bridge)?
+                            .numa_node
+                    }),
+                    local_cpus: f.local_cpus.clone(),
+                    minor: facts
+                        .and_then(|g| g.minor_number)
+                        .or_else(|| procfs.and_then(|p| p.minor)),
+                }
+            })
+            .collect();
 }

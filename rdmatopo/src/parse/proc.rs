@@ -163,7 +163,10 @@ mod tests {
     #[test]
     fn memlock_and_rdma_limits() {
         let limits = "Limit                     Soft Limit           Hard Limit           Units     \nMax locked memory         65536                65536                bytes     \n";
-        assert_eq!(parse_limits_memlock(limits).unwrap(), MemlockLimit::Bytes(65536));
+        assert_eq!(
+            parse_limits_memlock(limits).unwrap(),
+            MemlockLimit::Bytes(65536)
+        );
         let unl = "Max locked memory         unlimited            unlimited            bytes\n";
         assert_eq!(parse_limits_memlock(unl).unwrap(), MemlockLimit::Unlimited);
         let r = parse_rdma_cgroup(
