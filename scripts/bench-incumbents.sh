@@ -95,12 +95,19 @@ def minimum(name):
     devs = sorted(os.listdir(ib)) if os.path.isdir(ib) else []
     if name == "topo":
         t = json.load(open(os.path.join(work, "matrix.json")))
-        gpus = sum(d["kind"] == "gpu" for d in t["devices"])
-        nics = sum(d["kind"] == "nic" for d in t["devices"])
-        fns = len(os.listdir(r("sys/bus/pci/devices")))
+        gpus = {d["pci"] for d in t["devices"] if d["kind"] == "gpu"}
+        nics = {d["pci"] for d in t["devices"] if d["kind"] == "nic"}
+        bus = r("sys/bus/pci/devices")
+        fns = os.listdir(bus)
+        display = {f for f in fns if open(os.path.join(bus, f, "class")).read().startswith("0x03")}
+        bridges = [h for h in os.listdir(r("sys/devices")) if re.fullmatch(r"pci[0-9a-f]+:[0-9a-f]+", h)]
         nodes = len([n for n in os.listdir(r("sys/devices/system/node")) if re.fullmatch(r"node\d+", n)])
-        n = 2 * fns + 2 * (gpus + nics) + nodes + 2
-        return n, f"vendor+class of {fns} functions, numa_node+local_cpulist of {gpus} GPUs and {nics} NICs, {nodes} node cpulists, nvml.json, status"
+        ids = len(display | nics)
+        n = len(fns) + 2 * ids + 2 * (len(gpus) + len(nics)) + len(bridges) + nodes + 1 + 4
+        return n, (f"class of {len(fns)} functions; vendor+device of {ids} display and NIC functions; "
+                   f"numa_node+local_cpulist of {len(gpus)} GPUs and {len(nics)} NICs; numa_node of "
+                   f"{len(bridges)} host bridges; {nodes} node cpulists; nvml.json; status, cgroup, "
+                   f"environ, mountinfo (host or container)")
     if name == "gids":
         slots = attrs = 0
         for d in devs:

@@ -32,12 +32,14 @@ pub enum Scope {
     /// Everything the model holds.
     #[default]
     Full,
-    /// What the GPU/NIC affinity matrix and the container view need, and no more:
-    /// NUMA nodes; vendor, device, class and `numa_node` of every PCI function (the
-    /// tree and its bridges), `local_cpulist` of GPUs and of RDMA devices' functions;
-    /// each RDMA device's PCI function; the process's view; NVML facts. Ports, GID
-    /// tables, netdevs, link state, SR-IOV, drivers, ACS and host details stay empty.
-    /// On a DGX-class tree this reads about a tenth of the files of [`Scope::Full`].
+    /// What the GPU/NIC affinity matrix and the host/container decision need, and no
+    /// more: NUMA nodes; the PCI tree with every function's class, and vendor and
+    /// device ids of display functions and RDMA devices' functions (0 elsewhere);
+    /// `numa_node` and `local_cpulist` of GPUs and of RDMA devices' functions, and
+    /// each host bridge's node; each RDMA device's PCI function; the process's view;
+    /// NVML facts. Ports, GID tables, netdevs, link state, SR-IOV, drivers, ACS, QoS
+    /// and host details stay empty. On a DGX-class tree this opens about a fifteenth
+    /// of the files of [`Scope::Full`].
     Affinity,
 }
 

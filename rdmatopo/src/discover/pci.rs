@@ -89,6 +89,9 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         .filter_map(|(addr, path)| read_function(ctx, *addr, path, nics.as_ref()))
         .collect();
     functions.sort_by_key(|f| f.address);
+    if let Some(nics) = &nics {
+        read_host_bridge_numa(ctx, &mut functions, nics);
+    }
     assign_roles(&mut functions);
     forget_unknown_numa_nodes(ctx, topo, &mut functions);
     topo.host_bridges = bridges
@@ -106,6 +109,26 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         })
         .collect();
     topo.pci = functions;
+}
+
+/// The affinity scope reads `numa_node` of GPUs and NICs only; a host bridge's node is
+/// its first function's that knows one (as in the full scope), so read the others in
+/// address order until one does: usually one file per host bridge.
+fn read_host_bridge_numa(ctx: &mut Ctx, functions: &mut [PciFunction], nics: &BTreeSet<PciAddr>) {
+    let mut settled: BTreeSet<String> = BTreeSet::new();
+    for f in functions.iter_mut() {
+        if settled.contains(&f.host_bridge) {
+            continue;
+        }
+        if !(f.is_nvidia_gpu() || nics.contains(&f.address)) {
+            f.numa_node = ctx
+                .attr(&join(&f.path, "numa_node"), true, parse_numa_node)
+                .flatten();
+        }
+        if f.numa_node.is_some() {
+            settled.insert(f.host_bridge.clone());
+        }
+    }
 }
 
 /// A `numa_node` naming no node in `/sys/devices/system/node` (broken firmware tables,
@@ -146,16 +169,29 @@ fn read_function(
         None => ("unknown".to_string(), None),
     };
     let at = |name: &str| join(path, name);
-    let vendor = ctx.attr(&at("vendor"), false, |t| parse_hex_u16("vendor", t));
-    let device = ctx.attr(&at("device"), false, |t| parse_hex_u16("device", t));
-    let class = ctx.attr(&at("class"), false, |t| parse_hex_u32("class", t));
+    let full = nics.is_none();
+    let is_nic = nics.is_some_and(|n| n.contains(&address));
+    let vendor_of = |ctx: &mut Ctx| ctx.attr(&at("vendor"), false, |t| parse_hex_u16("vendor", t));
+    let device_of = |ctx: &mut Ctx| ctx.attr(&at("device"), false, |t| parse_hex_u16("device", t));
+    let class_of = |ctx: &mut Ctx| ctx.attr(&at("class"), false, |t| parse_hex_u32("class", t));
+    let (vendor, device, class) = if full {
+        (vendor_of(ctx), device_of(ctx), class_of(ctx))
+    } else {
+        // The affinity scope needs ids only to tell NVIDIA GPUs among display functions
+        // (and to name the NICs); for every other function the class is enough (0: not read).
+        let class = class_of(ctx);
+        if is_nic || class.is_some_and(|c| c >> 16 == 0x03) {
+            (vendor_of(ctx), device_of(ctx), class)
+        } else {
+            (Some(0), Some(0), class)
+        }
+    };
     let (Some(vendor), Some(device), Some(class)) = (vendor, device, class) else {
         // Vanished (hot-unplug) or broken: diagnostics already name the files.
         return None;
     };
-    let full = nics.is_none();
     let is_gpu = vendor == 0x10de && matches!(class >> 8, 0x0300 | 0x0302);
-    let local = full || is_gpu || nics.is_some_and(|n| n.contains(&address));
+    let local = full || is_gpu || is_nic;
     let width = |t: &str| parse_dec::<u32>("link width", t);
     let link = if !full {
         PcieLink::default()
@@ -237,7 +273,10 @@ fn read_function(
         vendor_name,
         device_name,
         driver: full.then(|| ctx.fs.link_name(&at("driver")).ok()).flatten(),
-        numa_node: ctx.attr(&at("numa_node"), true, parse_numa_node).flatten(),
+        numa_node: local
+            .then(|| ctx.attr(&at("numa_node"), true, parse_numa_node))
+            .flatten()
+            .flatten(),
         local_cpus: local
             .then(|| ctx.attr(&at("local_cpulist"), true, parse_cpulist))
             .flatten(),
