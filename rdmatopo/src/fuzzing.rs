@@ -612,8 +612,9 @@ pub fn discover(data: &[u8]) {
     check_discovery(input.build());
 }
 
-/// Discover `tree` and check what every tree must give: no panic, output bounded by
-/// the size of the tree, a model whose JSON reads back the same, and a matrix.
+/// Discover `tree` (in both scopes) and check what every tree must give: no panic,
+/// output bounded by the size of the tree, a model whose JSON reads back the same, and a
+/// matrix.
 /// Returns the model (`None` when the tree holds no sysfs, the one allowed error).
 pub fn check_discovery(tree: MemTree) -> Option<Topology> {
     let n = tree.len() + 1;
@@ -628,6 +629,14 @@ pub fn check_discovery(tree: MemTree) -> Option<Topology> {
                 }
         })
         .sum();
+    // The narrower scope `rdmatopo topo` reads with must hold up on the same tree. (Its
+    // matrix may differ from the full one's on a broken tree: it does not read the
+    // vendor of most functions, so it keeps some the full scope drops.)
+    let narrow = Sysfs::memory(tree.clone(), "fuzz");
+    if let Ok(t) = crate::discover_scope(&narrow, crate::Scope::Affinity) {
+        assert!(t.pci.len() <= n && t.rdma_devices.len() <= n);
+        let _ = TopoMatrix::for_topology(&t).to_table(false);
+    }
     let fs = Sysfs::memory(tree, "fuzz");
     let topo = crate::discover_fs(&fs).ok()?;
     // Every device is a distinct entry of the tree; several may share one directory

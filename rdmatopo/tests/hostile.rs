@@ -299,6 +299,35 @@ fn a_one_gib_attribute_is_refused_without_being_read() {
     assert!(rss_kib < 64 * 1024, "peak RSS {rss_kib} KiB");
 }
 
+/// Files read whole with a larger limit (the NVML snapshot, `mountinfo`, `environ`):
+/// a 1 GiB one costs at most its limit in memory, then is refused with a diagnostic.
+#[test]
+fn oversized_whole_files_cost_at_most_their_limit() {
+    let t = DiskTree::new();
+    for path in [
+        "/rdmatopo/nvml.json",
+        "/proc/self/mountinfo",
+        "/proc/self/environ",
+    ] {
+        let f = std::fs::File::create(t.host(path)).unwrap();
+        f.set_len(1 << 30).unwrap();
+    }
+    let topo = t.discover();
+    assert!(topo.nvml.is_none());
+    assert!(
+        topo.diagnostics
+            .iter()
+            .any(|d| d.message.contains("/rdmatopo/nvml.json") && d.message.contains("larger than")),
+        "{:#?}",
+        topo.diagnostics
+    );
+    let root = t.root();
+    let (code, _, _, rss_kib) = cli(&["inventory", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    // The largest limit is the NVML snapshot's 64 MiB.
+    assert!(rss_kib < 100 * 1024, "peak RSS {rss_kib} KiB");
+}
+
 #[test]
 fn a_fifo_where_a_file_should_be_does_not_hang() {
     let t = DiskTree::new();
