@@ -71,7 +71,7 @@ fn read_snapshot<T: serde::de::DeserializeOwned>(
     path: &str,
     name: &'static str,
 ) -> Result<T, SourceError> {
-    let bytes = match fs.read_bytes(path, 64 << 20) {
+    let bytes = match fs.read_bytes(path, 8 << 20) {
         Ok(b) => b,
         Err(e) if e.is_not_found() => {
             return Err(SourceError::Unavailable(format!(
