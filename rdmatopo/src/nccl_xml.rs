@@ -704,17 +704,8 @@ impl ReadState {
             }
         }
         self.nvml.push(NvmlGpu {
-            index: dev.unwrap_or(0),
-            bus_id: addr.nvml(),
-            name: None,
-            uuid: None,
-            minor_number: None,
-            numa_node: None,
-            cpu_affinity: None,
-            mig_mode: None,
-            pcie: None,
             nvlinks: links,
-            topology: BTreeMap::new(),
+            ..NvmlGpu::new(dev.unwrap_or(0), addr.nvml())
         });
     }
 

@@ -298,20 +298,12 @@ mod tests {
 
     fn nvml_gpu(bus_id: &str, topology: &[(&str, TopologyLevel)]) -> NvmlGpu {
         NvmlGpu {
-            index: 0,
-            bus_id: bus_id.into(),
             name: Some("NVIDIA H100 80GB HBM3".into()),
-            uuid: None,
-            minor_number: None,
-            numa_node: None,
-            cpu_affinity: None,
-            mig_mode: None,
-            pcie: None,
-            nvlinks: Vec::new(),
             topology: topology
                 .iter()
                 .map(|(b, l)| (b.to_string(), *l))
                 .collect::<BTreeMap<_, _>>(),
+            ..NvmlGpu::new(0, bus_id)
         }
     }
 

@@ -96,6 +96,24 @@ pub struct NvmlGpu {
 }
 
 impl NvmlGpu {
+    /// A GPU known only by its NVML index and bus id (the rest unknown), for facts
+    /// assembled from partial sources such as an NCCL topology file.
+    pub fn new(index: u32, bus_id: impl Into<String>) -> Self {
+        Self {
+            index,
+            bus_id: bus_id.into(),
+            name: None,
+            uuid: None,
+            minor_number: None,
+            numa_node: None,
+            cpu_affinity: None,
+            mig_mode: None,
+            pcie: None,
+            nvlinks: Vec::new(),
+            topology: BTreeMap::new(),
+        }
+    }
+
     /// The bus id in sysfs form, when NVML's text parses.
     pub fn pci(&self) -> Option<PciAddr> {
         self.bus_id.parse().ok()

@@ -376,15 +376,6 @@ mod tests {
 
     fn gpu(bus_id: &str, links: &[(&str, NvLinkRemote)]) -> NvmlGpu {
         NvmlGpu {
-            index: 0,
-            bus_id: bus_id.into(),
-            name: None,
-            uuid: None,
-            minor_number: None,
-            numa_node: None,
-            cpu_affinity: None,
-            mig_mode: None,
-            pcie: None,
             nvlinks: links
                 .iter()
                 .enumerate()
@@ -395,7 +386,7 @@ mod tests {
                     remote_kind: *k,
                 })
                 .collect(),
-            topology: Default::default(),
+            ..NvmlGpu::new(0, bus_id)
         }
     }
 
