@@ -1,11 +1,14 @@
-//! `Scope::Affinity` reads a fraction of the files (what `rdmatopo topo` uses on a
-//! host) and must give exactly the matrix and the container context of a full read,
-//! on every fixture and on the fuzzers' base machine.
+//! The narrow scopes read a fraction of the files and must give exactly the answer of
+//! a full read, on every fixture and on the fuzzers' base machine: `Scope::Affinity`
+//! (what `rdmatopo topo` uses on a host) the matrix and the container context,
+//! `Scope::Gids` the GID tables and NCCL's GID choice, `Scope::PortNetdevs` the
+//! ibdev2netdev relation.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use rdmatopo::analysis::TopoMatrix;
 use rdmatopo::analysis::container::ContainerView;
+use rdmatopo::analysis::gid::{choose_gid, is_roce};
 use rdmatopo::{Scope, Sysfs, Topology, discover_scope};
 use std::path::{Path, PathBuf};
 
@@ -78,4 +81,109 @@ fn the_affinity_scope_on_the_base_machine() {
     assert_same_answer("base", &full, &aff);
     assert!(aff.netdevs.is_empty() && aff.rdma_devices[0].ports.is_empty());
     assert_eq!(aff.rdma_devices[0].pci, full.rdma_devices[0].pci);
+}
+
+/// `rdmatopo gids`'s answer: every port's link layer and GID table, NCCL's choice, and
+/// which netdevs are in this namespace.
+fn assert_same_gids(name: &str, full: &Topology, narrow: &Topology) {
+    assert_eq!(narrow.rdma_devices.len(), full.rdma_devices.len(), "{name}");
+    for (n, f) in narrow.rdma_devices.iter().zip(&full.rdma_devices) {
+        assert_eq!((&n.name, n.pci), (&f.name, f.pci), "{name}");
+        assert_eq!(n.ports.len(), f.ports.len(), "{name} {}", f.name);
+        for (np, fp) in n.ports.iter().zip(&f.ports) {
+            let at = format!("{name} {} port {}", f.name, fp.number);
+            assert_eq!(np.link_layer, fp.link_layer, "{at}");
+            assert_eq!(np.gid_table_len, fp.gid_table_len, "{at}");
+            assert_eq!(np.gids, fp.gids, "{at}");
+            assert_eq!(
+                choose_gid(narrow, &n.name, np.number),
+                choose_gid(full, &f.name, fp.number),
+                "{at}"
+            );
+        }
+    }
+    let names = |t: &Topology| {
+        t.netdevs
+            .iter()
+            .map(|n| (n.name.clone(), n.pci))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(narrow), names(full), "{name}: netdevs");
+}
+
+/// `rdmatopo netdevs`'s answer: each port's netdev, that netdev's carrier, master and
+/// bond, and the link layer of ports without one.
+fn assert_same_port_netdevs(name: &str, full: &Topology, narrow: &Topology) {
+    assert_eq!(narrow.rdma_devices.len(), full.rdma_devices.len(), "{name}");
+    for (n, f) in narrow.rdma_devices.iter().zip(&full.rdma_devices) {
+        assert_eq!((&n.name, n.pci), (&f.name, f.pci), "{name}");
+        assert_eq!(n.ports.len(), f.ports.len(), "{name} {}", f.name);
+        for (np, fp) in n.ports.iter().zip(&f.ports) {
+            let at = format!("{name} {} port {}", f.name, fp.number);
+            assert_eq!(np.netdev, fp.netdev, "{at}");
+            match fp.netdev.as_deref().and_then(|d| full.netdev(d)) {
+                Some(fd) => {
+                    let nd = narrow.netdev(&fd.name).expect("visible in both");
+                    assert_eq!(
+                        (nd.carrier, &nd.master, &nd.bond),
+                        (fd.carrier, &fd.master, &fd.bond),
+                        "{at}"
+                    );
+                }
+                None => {
+                    assert!(
+                        narrow.netdev(fp.netdev.as_deref().unwrap_or("")).is_none()
+                            || fp.netdev.is_none(),
+                        "{at}"
+                    );
+                    assert_eq!(is_roce(np), is_roce(fp), "{at}");
+                }
+            }
+        }
+    }
+}
+
+/// Full, gids and port-netdevs scopes on one root, with the files each read.
+fn rdma_scopes(open: impl Fn() -> Sysfs) -> [(Topology, usize); 3] {
+    [Scope::Full, Scope::Gids, Scope::PortNetdevs].map(|scope| {
+        let fs = open();
+        let topo = discover_scope(&fs, scope).unwrap();
+        (topo, fs.files_read())
+    })
+}
+
+#[test]
+fn the_gids_and_netdevs_scopes_give_the_full_answer_on_every_fixture() {
+    for root in fixture_roots() {
+        let name = root.display().to_string();
+        let [(full, n_full), (gids, n_gids), (nd, n_nd)] = rdma_scopes(|| Sysfs::at(&root));
+        assert_same_gids(&name, &full, &gids);
+        assert_same_port_netdevs(&name, &full, &nd);
+        assert!(
+            n_nd <= n_gids && n_gids <= n_full,
+            "{name}: {n_nd} / {n_gids} / {n_full}"
+        );
+        // A port with a netdev costs at most its link layer, one GID slot and its
+        // netdev (ibdev2netdev's own count is two files per netdev); proving that a
+        // RoCE port has none takes its whole GID table.
+        let bound: usize = full
+            .rdma_devices
+            .iter()
+            .flat_map(|d| &d.ports)
+            .map(|p| match p.netdev {
+                Some(_) => 4,
+                None => 2 + 2 * p.gid_table_len as usize,
+            })
+            .sum();
+        assert!(n_nd <= bound + 8, "{name}: {n_nd} files, bound {bound}");
+    }
+}
+
+#[test]
+fn the_gids_and_netdevs_scopes_on_the_base_machine() {
+    let [(full, _), (gids, _), (nd, _)] =
+        rdma_scopes(|| Sysfs::memory(rdmatopo::fuzzing::base_machine(), "base"));
+    assert_same_gids("base", &full, &gids);
+    assert_same_port_netdevs("base", &full, &nd);
+    assert!(gids.pci.is_empty() && gids.numa_nodes.is_empty() && nd.pci.is_empty());
 }

@@ -64,7 +64,7 @@ fn key(dev: &RdmaDevice, port: u32) -> String {
 }
 
 pub fn run(args: &GidsArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover()?;
+    let (_, topo) = args.root.discover_scope(rdmatopo::Scope::Gids)?;
     let devices: Vec<&RdmaDevice> = match &args.device {
         Some(name) => {
             let d = topo.rdma_device(name).ok_or_else(|| {

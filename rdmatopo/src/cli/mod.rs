@@ -78,8 +78,13 @@ impl RootArgs {
     }
 
     pub fn discover(&self) -> Result<(Sysfs, Topology), String> {
+        self.discover_scope(rdmatopo::Scope::Full)
+    }
+
+    /// Discover only what `scope` needs.
+    pub fn discover_scope(&self, scope: rdmatopo::Scope) -> Result<(Sysfs, Topology), String> {
         let fs = self.open()?;
-        let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
+        let topo = rdmatopo::discover_scope(&fs, scope).map_err(|e| e.to_string())?;
         Ok((fs, topo))
     }
 }

@@ -41,6 +41,25 @@ pub enum Scope {
     /// and host details stay empty. On a DGX-class tree this opens about a fifteenth
     /// of the files of [`Scope::Full`].
     Affinity,
+    /// What `rdmatopo gids` needs: RDMA devices with their PCI function, each port's
+    /// `link_layer` and whole GID table (GIDs, types, netdevs), and this namespace's
+    /// netdevs by name, function and kind. No NUMA, PCI attributes, other port or
+    /// netdev attributes, host or process facts, QoS or NVML/verbs facts.
+    Gids,
+    /// What `rdmatopo netdevs` needs (the `ibdev2netdev` relation): RDMA devices with
+    /// their PCI function; per port the GID slots up to the first that names a netdev
+    /// (types unread), and `link_layer` only when none does; this namespace's netdevs
+    /// by name, function and kind, with `carrier`, `master` and bond for those named by
+    /// a port or on an RDMA device's function. Nothing else.
+    PortNetdevs,
+}
+
+impl Scope {
+    /// Whether the scope reads the machine around the RDMA devices: NUMA nodes, the
+    /// PCI tree, the process view and NVML/verbs facts.
+    pub fn reads_machine(self) -> bool {
+        matches!(self, Self::Full | Self::Affinity)
+    }
 }
 
 /// Builds a [`Topology`] from a root and optional NVML / verbs sources.
@@ -96,17 +115,24 @@ impl<'a> Discoverer<'a> {
             scope: self.scope,
         };
         let mut topo = Topology::empty(self.fs.label());
-        host::read_numa(&mut ctx, &mut topo);
-        host::read_host(&mut ctx, &mut topo);
-        host::read_process(&mut ctx, &mut topo);
-        pci::read_pci(&mut ctx, &mut topo);
+        if self.scope.reads_machine() {
+            host::read_numa(&mut ctx, &mut topo);
+            host::read_host(&mut ctx, &mut topo);
+            host::read_process(&mut ctx, &mut topo);
+            pci::read_pci(&mut ctx, &mut topo);
+        }
         rdma::read_rdma(&mut ctx, &mut topo);
         net::read_netdevs(&mut ctx, &mut topo);
         rdma::link_port_netdevs(&mut topo);
         if self.scope == Scope::Full {
             qos::read_qos(&mut ctx, &mut topo);
         }
-        for source in &self.sources {
+        let sources = if self.scope.reads_machine() {
+            &self.sources[..]
+        } else {
+            &[]
+        };
+        for source in sources {
             match source.collect(self.fs) {
                 Ok(facts) => facts.apply(&mut topo),
                 Err(SourceError::Unavailable(why)) => {

@@ -1,16 +1,29 @@
 //! Netdevs visible in this network namespace (`/sys/class/net`).
 
-use super::Ctx;
+use super::{Ctx, Scope};
 use crate::model::{Bond, Netdev, NetdevKind, Topology};
 use crate::parse::{PciAddr, parse_dec, parse_fib_trie_local, parse_route};
 use crate::sysfs::{EntryKind, join};
+use std::collections::BTreeSet;
 
 const CLASS_DIR: &str = "/sys/class/net";
 
 pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
-    if ctx.scope == super::Scope::Affinity {
+    if ctx.scope == Scope::Affinity {
         return;
     }
+    // The narrow scopes read details only of the netdevs `netdevs` prints.
+    let wanted = (ctx.scope == Scope::PortNetdevs).then(|| {
+        let names: BTreeSet<&str> = topo
+            .rdma_devices
+            .iter()
+            .flat_map(|d| &d.ports)
+            .flat_map(|p| &p.gids)
+            .filter_map(|g| g.netdev.as_deref())
+            .collect();
+        let functions: BTreeSet<PciAddr> = topo.rdma_devices.iter().filter_map(|d| d.pci).collect();
+        (names, functions)
+    });
     let mut out = Vec::new();
     for name in ctx.list(CLASS_DIR) {
         let entry = join(CLASS_DIR, &name);
@@ -25,33 +38,41 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
                 continue;
             }
         };
-        out.push(read_netdev(ctx, &real, name, topo));
+        let netdev = match (ctx.scope, &wanted) {
+            (Scope::Full, _) => read_netdev(ctx, &real, name, topo),
+            (_, Some((names, functions))) => {
+                let pci = function_of(&real);
+                let detail =
+                    names.contains(name.as_str()) || pci.is_some_and(|a| functions.contains(&a));
+                read_outline(ctx, &real, name, detail)
+            }
+            (_, None) => read_outline(ctx, &real, name, false),
+        };
+        out.push(netdev);
     }
-    assign_ipv4(ctx, &mut out);
+    if ctx.scope == Scope::Full {
+        assign_ipv4(ctx, &mut out);
+    }
     topo.netdevs = out;
 }
 
-fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netdev {
-    let at = |f: &str| join(dir, f);
-    // The function is the last PCI address before `/net/<name>`.
-    let pci: Option<PciAddr> = dir
-        .rsplit_once("/net/")
+/// The function is the last PCI address before `/net/<name>` of the canonical path.
+fn function_of(dir: &str) -> Option<PciAddr> {
+    dir.rsplit_once("/net/")
         .and_then(|(parent, _)| parent.rsplit('/').next()?.parse().ok())
-        .filter(|_| !dir.contains("/virtual/"));
-    let arphrd = ctx.attr(&at("type"), true, |t| parse_dec::<u32>("type", t));
-    let bond = ctx.fs.exists(&at("bonding")).then(|| Bond {
-        mode: ctx.text(&at("bonding/mode"), true),
-        slaves: ctx
-            .text(&at("bonding/slaves"), true)
-            .map(|s| s.split_whitespace().map(str::to_string).collect())
-            .unwrap_or_default(),
-    });
-    let is_vf = pci
-        .and_then(|a| topo.pci_function(a))
-        .is_some_and(|f| f.is_vf);
-    let kind = if name == "lo" || arphrd == Some(772) {
+        .filter(|_| !dir.contains("/virtual/"))
+}
+
+fn kind_of(
+    name: &str,
+    arphrd: Option<u32>,
+    bond: bool,
+    pci: Option<PciAddr>,
+    is_vf: bool,
+) -> NetdevKind {
+    if name == "lo" || arphrd == Some(772) {
         NetdevKind::Loopback
-    } else if bond.is_some() {
+    } else if bond {
         NetdevKind::Bond
     } else if pci.is_some() && is_vf {
         NetdevKind::VirtualFunction
@@ -59,7 +80,59 @@ fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netde
         NetdevKind::Physical
     } else {
         NetdevKind::Virtual
-    };
+    }
+}
+
+fn read_bond(ctx: &mut Ctx, dir: &str) -> Option<Bond> {
+    let at = |f: &str| join(dir, f);
+    ctx.fs.exists(&at("bonding")).then(|| Bond {
+        mode: ctx.text(&at("bonding/mode"), true),
+        slaves: ctx
+            .text(&at("bonding/slaves"), true)
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
+    })
+}
+
+/// A netdev for the narrow scopes: name, function and kind from the canonical path and
+/// links (`device/physfn` tells a VF); with `detail`, also `carrier`, `master` and bond.
+fn read_outline(ctx: &mut Ctx, dir: &str, name: String, detail: bool) -> Netdev {
+    let at = |f: &str| join(dir, f);
+    let pci = function_of(dir);
+    let is_vf = pci.is_some() && ctx.fs.exists(&at("device/physfn"));
+    let bond = if detail { read_bond(ctx, dir) } else { None };
+    let is_bond = bond.is_some() || (!detail && ctx.fs.exists(&at("bonding")));
+    Netdev {
+        kind: kind_of(&name, None, is_bond, pci, is_vf),
+        pci,
+        mtu: None,
+        operstate: None,
+        carrier: detail
+            .then(|| ctx.fs.read(&at("carrier")).ok().map(|t| t.trim() == "1"))
+            .flatten(),
+        speed_mbps: None,
+        address: None,
+        arphrd: None,
+        ifindex: None,
+        iflink: None,
+        master: detail
+            .then(|| ctx.fs.link_name(&at("master")).ok())
+            .flatten(),
+        bond,
+        ipv4: Vec::new(),
+        name,
+    }
+}
+
+fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netdev {
+    let at = |f: &str| join(dir, f);
+    let pci = function_of(dir);
+    let arphrd = ctx.attr(&at("type"), true, |t| parse_dec::<u32>("type", t));
+    let bond = read_bond(ctx, dir);
+    let is_vf = pci
+        .and_then(|a| topo.pci_function(a))
+        .is_some_and(|f| f.is_vf);
+    let kind = kind_of(&name, arphrd, bond.is_some(), pci, is_vf);
     let speed = ctx
         .fs
         .read(&at("speed"))

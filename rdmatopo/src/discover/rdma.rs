@@ -3,8 +3,8 @@
 use super::{Ctx, Scope, natural_cmp};
 use crate::model::{Gid, Port, RdmaDevice, Topology};
 use crate::parse::{
-    PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type, parse_link_layer,
-    parse_phys_state, parse_port_state, parse_rate,
+    LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
+    parse_link_layer, parse_phys_state, parse_port_state, parse_rate,
 };
 use crate::sysfs::join;
 use std::collections::BTreeMap;
@@ -13,28 +13,11 @@ const CLASS_DIR: &str = "/sys/class/infiniband";
 const VERBS_DIR: &str = "/sys/class/infiniband_verbs";
 
 pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
-    if ctx.scope == Scope::Affinity {
-        let mut devices: Vec<RdmaDevice> = ctx
-            .list(CLASS_DIR)
-            .into_iter()
-            .map(|name| RdmaDevice {
-                pci: pci_of(ctx, &join(&join(CLASS_DIR, &name), "device")),
-                node_type: None,
-                node_guid: None,
-                sys_image_guid: None,
-                fw_ver: None,
-                hca_type: None,
-                board_id: None,
-                ports: Vec::new(),
-                uverbs: None,
-                name,
-            })
-            .collect();
-        devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
-        topo.rdma_devices = devices;
-        return;
-    }
-    let uverbs = uverbs_by_device(ctx);
+    let uverbs = if ctx.scope == Scope::Full {
+        uverbs_by_device(ctx)
+    } else {
+        BTreeMap::new()
+    };
     let mut devices: Vec<RdmaDevice> = ctx
         .list(CLASS_DIR)
         .into_iter()
@@ -77,6 +60,10 @@ fn pci_of(ctx: &Ctx, link: &str) -> Option<PciAddr> {
 
 fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -> RdmaDevice {
     let at = |f: &str| join(dir, f);
+    let pci = pci_of(ctx, &at("device"));
+    if ctx.scope == Scope::Affinity {
+        return RdmaDevice::named(name, pci);
+    }
     let ports_dir = at("ports");
     let mut numbers: Vec<u32> = ctx
         .list(&ports_dir)
@@ -88,8 +75,14 @@ fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -
         .into_iter()
         .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n))
         .collect();
+    if ctx.scope != Scope::Full {
+        return RdmaDevice {
+            ports,
+            ..RdmaDevice::named(name, pci)
+        };
+    }
     RdmaDevice {
-        pci: pci_of(ctx, &at("device")),
+        pci,
         node_type: ctx.text(&at("node_type"), true),
         node_guid: ctx.text(&at("node_guid"), true),
         sys_image_guid: ctx.text(&at("sys_image_guid"), true),
@@ -104,6 +97,7 @@ fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -
 
 fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
     let at = |f: &str| join(dir, f);
+    let link_layer = ctx.attr(&at("link_layer"), false, parse_link_layer);
     let gids_dir = at("gids");
     let mut slots: Vec<u32> = ctx
         .list(&gids_dir)
@@ -111,6 +105,13 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
         .filter_map(|g| g.parse().ok())
         .collect();
     slots.sort_unstable();
+    let gid_table_len = slots.last().map_or(0, |l| l + 1);
+    // ibdev2netdev's relation: InfiniBand GIDs name no netdev (`ndevs` fails there),
+    // and on RoCE the first slot naming one is the answer.
+    let netdev_only = ctx.scope == Scope::PortNetdevs;
+    if netdev_only && link_layer == Some(LinkLayer::InfiniBand) {
+        slots.clear();
+    }
     let mut gids = Vec::new();
     for index in &slots {
         let path = join(&gids_dir, &index.to_string());
@@ -122,10 +123,12 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
         }
         // Reading the attributes of a slot not mapped into this namespace fails with
         // EINVAL, and `ndevs` always fails on InfiniBand: both mean "none".
-        let gid_type = ctx
-            .text_quiet(&at(&format!("gid_attrs/types/{index}")))
+        let gid_type = (!netdev_only)
+            .then(|| ctx.text_quiet(&at(&format!("gid_attrs/types/{index}"))))
+            .flatten()
             .and_then(|t| parse_gid_type(&t).ok());
         let netdev = ctx.text_quiet(&at(&format!("gid_attrs/ndevs/{index}")));
+        let found = netdev.is_some();
         gids.push(Gid {
             index: *index,
             gid: format_gid(&gid),
@@ -133,15 +136,26 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
             gid_type,
             netdev,
         });
+        if found && netdev_only {
+            break;
+        }
+    }
+    if ctx.scope != Scope::Full {
+        return Port {
+            link_layer,
+            gid_table_len,
+            gids,
+            ..Port::numbered(number)
+        };
     }
     Port {
         number,
         state: ctx.attr(&at("state"), false, parse_port_state),
         phys_state: ctx.attr(&at("phys_state"), true, parse_phys_state),
         rate: ctx.attr(&at("rate"), true, parse_rate),
-        link_layer: ctx.attr(&at("link_layer"), false, parse_link_layer),
+        link_layer,
         lid: ctx.text(&at("lid"), true),
-        gid_table_len: slots.last().map_or(0, |l| l + 1),
+        gid_table_len,
         gids,
         netdev: None,
     }

@@ -38,6 +38,21 @@ pub struct Port {
 }
 
 impl Port {
+    /// Port `number` with nothing known about it yet.
+    pub fn numbered(number: u32) -> Self {
+        Self {
+            number,
+            state: None,
+            phys_state: None,
+            rate: None,
+            link_layer: None,
+            lid: None,
+            gid_table_len: 0,
+            gids: Vec::new(),
+            netdev: None,
+        }
+    }
+
     pub fn is_active(&self) -> bool {
         self.state == Some(PortState::Active)
     }
@@ -64,6 +79,24 @@ pub struct RdmaDevice {
     pub ports: Vec<Port>,
     /// `uverbs<N>` char device of this device (`/sys/class/infiniband_verbs/*/ibdev`).
     pub uverbs: Option<String>,
+}
+
+impl RdmaDevice {
+    /// A device known by name and function only, without ports.
+    pub fn named(name: String, pci: Option<PciAddr>) -> Self {
+        Self {
+            name,
+            pci,
+            node_type: None,
+            node_guid: None,
+            sys_image_guid: None,
+            fw_ver: None,
+            hca_type: None,
+            board_id: None,
+            ports: Vec::new(),
+            uverbs: None,
+        }
+    }
 }
 
 /// Per-port facts from `ibv_query_port`.
