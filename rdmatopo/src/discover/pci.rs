@@ -52,24 +52,26 @@ fn chain_of(path: &str) -> Option<(String, String, Vec<PciAddr>)> {
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // In the affinity scope only GPUs and RDMA devices' functions are read in detail.
     let nics = (ctx.scope == Scope::Affinity).then(|| super::rdma::functions(ctx));
-    let mut paths: BTreeMap<PciAddr, String> = BTreeMap::new();
-    for name in ctx.list(BUS_DIR) {
+    let names = ctx.list(BUS_DIR);
+    let resolved = ctx.par_map(&names, |ctx, name| {
         let Ok(addr) = name.parse::<PciAddr>() else {
             ctx.diags.push(crate::model::Diagnostic::new(
                 crate::model::Severity::Warning,
                 "unexpected-entry",
-                Some(&join(BUS_DIR, &name)),
+                Some(&join(BUS_DIR, name)),
                 "not a PCI address; ignored",
             ));
-            continue;
+            return None;
         };
-        match ctx.fs.canonicalize(&join(BUS_DIR, &name)) {
-            Ok(p) => {
-                paths.insert(addr, p);
+        match ctx.fs.canonicalize(&join(BUS_DIR, name)) {
+            Ok(p) => Some((addr, p)),
+            Err(e) => {
+                ctx.unreadable(&e);
+                None
             }
-            Err(e) => ctx.unreadable(&e),
         }
-    }
+    });
+    let mut paths: BTreeMap<PciAddr, String> = resolved.into_iter().flatten().collect();
     // Bridges named in a device's path but absent from the bus listing (partial captures).
     let listed: Vec<String> = paths.values().cloned().collect();
     let mut bridges: BTreeMap<String, (String, String)> = BTreeMap::new();
@@ -84,9 +86,13 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             paths.entry(a).or_insert_with(|| dir.clone());
         }
     }
-    let mut functions: Vec<PciFunction> = paths
-        .iter()
-        .filter_map(|(addr, path)| read_function(ctx, *addr, path, nics.as_ref()))
+    let paths: Vec<(PciAddr, String)> = paths.into_iter().collect();
+    let mut functions: Vec<PciFunction> = ctx
+        .par_map(&paths, |ctx, (addr, path)| {
+            read_function(ctx, *addr, path, nics.as_ref())
+        })
+        .into_iter()
+        .flatten()
         .collect();
     functions.sort_by_key(|f| f.address);
     if let Some(nics) = &nics {

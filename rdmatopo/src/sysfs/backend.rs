@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a path names, without following a final symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,8 +28,9 @@ pub trait Backend: Send + Sync {
     /// At most `limit` bytes of a regular file. A final symlink is not followed
     /// (`ELOOP`, as with `O_NOFOLLOW`); anything else that is not a file is `InvalidInput`.
     fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>>;
-    /// Names in a directory, unsorted.
-    fn list_dir(&self, path: &str) -> io::Result<Vec<String>>;
+    /// Names in a directory, unsorted, each with its kind when the listing tells it
+    /// for free (`d_type`).
+    fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>>;
 }
 
 /// A directory on disk (`/` for the live system).
@@ -41,6 +43,9 @@ pub struct DirBackend {
     /// The root, opened once (`None` when it cannot be opened: every call then fails
     /// as a plain path lookup would).
     root: Option<OwnedFd>,
+    /// Whether `openat2` is refused here (Linux before 5.6, or a seccomp profile that
+    /// predates it): files are then opened with `openat`.
+    no_openat2: AtomicBool,
 }
 
 impl DirBackend {
@@ -52,7 +57,35 @@ impl DirBackend {
             Mode::empty(),
         )
         .ok();
-        Self { base, root }
+        Self {
+            base,
+            root,
+            no_openat2: AtomicBool::new(false),
+        }
+    }
+
+    /// Open a canonical path for reading. The kernel refuses any symlink on the way
+    /// (`RESOLVE_NO_SYMLINKS`, `ELOOP` like `O_NOFOLLOW`) and any step out of the root
+    /// (`RESOLVE_BENEATH`), so a directory swapped for a link after it was resolved
+    /// cannot lead a read outside the root.
+    fn open_canonical(&self, path: &str) -> io::Result<OwnedFd> {
+        let root = self.root()?;
+        let rel = relative(path)?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        if !self.no_openat2.load(Ordering::Relaxed) {
+            let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+            match rfs::openat2(root, rel, flags, Mode::empty(), resolve) {
+                Err(e) if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM => {
+                    // EPERM is also how old seccomp profiles refuse an unknown call;
+                    // files themselves say EACCES.
+                    self.no_openat2.store(true, Ordering::Relaxed);
+                }
+                other => return Ok(other?),
+            }
+        }
+        // O_NOFOLLOW: the path is already canonical, so a symlink here is a race or an
+        // attack.
+        Ok(rfs::openat(root, rel, flags, Mode::empty())?)
     }
 
     fn root(&self) -> io::Result<&OwnedFd> {
@@ -97,20 +130,29 @@ impl Backend for DirBackend {
     }
 
     fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>> {
-        // O_NOFOLLOW: the path is already canonical, so a symlink here is a race or an
-        // attack. O_NONBLOCK: opening a FIFO must not wait for a writer.
-        let fd = rfs::openat(
-            self.root()?,
-            relative(path)?,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        read_bounded(File::from(fd), limit)
+        // O_NONBLOCK: opening a FIFO must not wait for a writer.
+        read_bounded(File::from(self.open_canonical(path)?), limit)
     }
 
-    fn list_dir(&self, path: &str) -> io::Result<Vec<String>> {
+    fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>> {
         std::fs::read_dir(self.base.join(path.trim_start_matches('/')))?
-            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .map(|e| {
+                let e = e?;
+                // From `d_type`, without a system call, on sysfs, procfs and local
+                // filesystems (std falls back to `lstat` where the type is unknown).
+                let kind = e.file_type().ok().map(|t| {
+                    if t.is_symlink() {
+                        EntryKind::Symlink
+                    } else if t.is_dir() {
+                        EntryKind::Dir
+                    } else if t.is_file() {
+                        EntryKind::File
+                    } else {
+                        EntryKind::Other
+                    }
+                });
+                Ok((e.file_name().to_string_lossy().into_owned(), kind))
+            })
             .collect()
     }
 }

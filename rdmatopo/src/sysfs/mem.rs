@@ -89,12 +89,7 @@ impl MemTree {
 
 impl Backend for MemTree {
     fn kind(&self, path: &str) -> io::Result<EntryKind> {
-        Ok(match self.get(path)? {
-            MemEntry::Dir => EntryKind::Dir,
-            MemEntry::File(_) | MemEntry::Unreadable(_) => EntryKind::File,
-            MemEntry::Symlink(_) => EntryKind::Symlink,
-            MemEntry::Other => EntryKind::Other,
-        })
+        Ok(kind_of(self.get(path)?))
     }
 
     fn read_link(&self, path: &str) -> io::Result<String> {
@@ -115,7 +110,7 @@ impl Backend for MemTree {
         }
     }
 
-    fn list_dir(&self, path: &str) -> io::Result<Vec<String>> {
+    fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>> {
         let dir = normalize(path);
         match self.get(&dir)? {
             MemEntry::Dir => {}
@@ -130,11 +125,21 @@ impl Backend for MemTree {
             .entries
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
-            .filter_map(|(k, _)| {
+            .filter_map(|(k, e)| {
                 let rest = &k[prefix.len()..];
-                (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_string())
+                (!rest.is_empty() && !rest.contains('/'))
+                    .then(|| (rest.to_string(), Some(kind_of(e))))
             })
             .collect())
+    }
+}
+
+fn kind_of(entry: &MemEntry) -> EntryKind {
+    match entry {
+        MemEntry::Dir => EntryKind::Dir,
+        MemEntry::File(_) | MemEntry::Unreadable(_) => EntryKind::File,
+        MemEntry::Symlink(_) => EntryKind::Symlink,
+        MemEntry::Other => EntryKind::Other,
     }
 }
 

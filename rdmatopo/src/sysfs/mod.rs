@@ -12,7 +12,7 @@ mod mem;
 pub use backend::{Backend, DirBackend, EntryKind};
 pub use mem::{MemEntry, MemTree};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
 use std::sync::Mutex;
@@ -93,6 +93,9 @@ pub struct Sysfs {
     label: String,
     live: bool,
     resolved: Mutex<HashMap<String, String>>,
+    /// Canonical paths that a directory listing showed to be symlinks: resolution
+    /// reads their target without an `lstat` first.
+    known_links: Mutex<HashSet<String>>,
     reads: std::sync::atomic::AtomicUsize,
     /// When recording, every logical path looked at (for `snapshot`).
     journal: Option<Mutex<std::collections::BTreeSet<String>>>,
@@ -135,6 +138,7 @@ impl Sysfs {
             label,
             live,
             resolved: Mutex::new(HashMap::new()),
+            known_links: Mutex::new(HashSet::new()),
             reads: std::sync::atomic::AtomicUsize::new(0),
             journal: None,
         }
@@ -238,10 +242,13 @@ impl Sysfs {
                 is_dir = true;
                 continue;
             }
-            let kind = self
-                .backend
-                .kind(&candidate)
-                .map_err(|e| SysfsError::from_io(&candidate, e))?;
+            let kind = if self.is_known_link(&candidate) {
+                EntryKind::Symlink
+            } else {
+                self.backend
+                    .kind(&candidate)
+                    .map_err(|e| SysfsError::from_io(&candidate, e))?
+            };
             if kind != EntryKind::Symlink {
                 done.push(comp);
                 is_dir = kind == EntryKind::Dir;
@@ -275,6 +282,12 @@ impl Sysfs {
             self.cache_put(normalized, out.clone());
         }
         Ok(out)
+    }
+
+    fn is_known_link(&self, path: &str) -> bool {
+        self.known_links
+            .lock()
+            .is_ok_and(|links| links.contains(path))
     }
 
     fn cache_get(&self, key: &str) -> Option<String> {
@@ -368,11 +381,29 @@ impl Sysfs {
     pub fn list(&self, path: &str) -> Result<Vec<String>, SysfsError> {
         self.note(path);
         let real = self.canonicalize(path)?;
-        let mut names = self
+        let mut entries = self
             .backend
             .list_dir(&real)
             .map_err(|e| SysfsError::from_io(path, e))?;
-        names.truncate(MAX_DIR_ENTRIES);
+        entries.truncate(MAX_DIR_ENTRIES);
+        // What the listing says about each entry saves an `lstat` when it is resolved
+        // (a device's directory, or a `/sys/bus/pci/devices/*` link): directories are
+        // resolved already, links go straight to `readlink`.
+        if let (Ok(mut dirs), Ok(mut links)) = (self.resolved.lock(), self.known_links.lock()) {
+            for (name, kind) in &entries {
+                let child = join(&real, name);
+                match kind {
+                    Some(EntryKind::Dir) => {
+                        dirs.insert(child.clone(), child);
+                    }
+                    Some(EntryKind::Symlink) => {
+                        links.insert(child);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut names: Vec<String> = entries.into_iter().map(|(name, _)| name).collect();
         names.sort();
         Ok(names)
     }

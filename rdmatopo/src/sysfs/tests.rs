@@ -139,3 +139,37 @@ fn recording_keeps_every_path_looked_at() {
     assert!(!fs.exists("/sys/missing"));
     assert_eq!(fs.journal(), vec!["/sys/a", "/sys/l/b", "/sys/missing"]);
 }
+
+/// A directory resolved as canonical and then swapped for a link (a race, or a hostile
+/// tree) must not lead the open out of the root: the kernel refuses the link
+/// (`openat2` with `RESOLVE_NO_SYMLINKS`; kernels without it follow it, which is why
+/// resolution never hands the backend a path it has not checked).
+#[test]
+fn the_backend_refuses_a_link_inside_a_canonical_path() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "host file\n").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("sys")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("sys/dev")).unwrap();
+    let backend = DirBackend::new(root.path());
+    match backend.read_file("/sys/dev/secret", 100) {
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}"),
+        Ok(_) if !openat2_available() => {}
+        Ok(bytes) => panic!("read through a link: {:?}", String::from_utf8_lossy(&bytes)),
+    }
+    // Through the resolving layer the link is followed inside the root instead.
+    let fs = Sysfs::at(root.path());
+    assert!(fs.read("/sys/dev/secret").unwrap_err().is_not_found());
+}
+
+fn openat2_available() -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = rustix::fs::openat2(
+        rustix::fs::CWD,
+        dir.path(),
+        rustix::fs::OFlags::PATH,
+        rustix::fs::Mode::empty(),
+        rustix::fs::ResolveFlags::empty(),
+    );
+    probe.is_ok()
+}
