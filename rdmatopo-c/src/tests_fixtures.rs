@@ -27,8 +27,8 @@ fn path_classes_match_the_topo_matrix() {
     for root in fixtures() {
         let h = handle(&root);
         let m = TopoMatrix::for_topology(h.topology());
-        for a in &m.devices {
-            for b in &m.devices {
+        for a in m.devices() {
+            for b in m.devices() {
                 let got = h.class_between(a.pci, b.pci).unwrap();
                 assert_eq!(
                     Some(got),
@@ -48,8 +48,8 @@ fn nearest_nics_are_the_closest_in_the_matrix_row() {
     for root in fixtures() {
         let h = handle(&root);
         let m = TopoMatrix::for_topology(h.topology());
-        let nics: Vec<_> = m.devices.iter().filter(|d| d.kind == "nic").collect();
-        for gpu in m.devices.iter().filter(|d| d.kind == "gpu") {
+        let nics: Vec<_> = m.devices().iter().filter(|d| d.kind == "nic").collect();
+        for gpu in m.devices().iter().filter(|d| d.kind == "gpu") {
             let result = h.nearest_nics(gpu.pci);
             if nics.is_empty() {
                 assert_eq!(result.unwrap_err().status, rdmatopo_status::NotFound);

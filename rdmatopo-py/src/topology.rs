@@ -70,7 +70,7 @@ impl Topology {
     fn resolve_name(&self, name: &str) -> std::result::Result<PciAddr, AnalysisError> {
         let matrix = self.topo_matrix();
         if let Some(d) = matrix
-            .devices
+            .devices()
             .iter()
             .find(|d| d.name.eq_ignore_ascii_case(name))
         {
@@ -142,7 +142,7 @@ impl Topology {
         let matrix = self.topo_matrix();
         let name_of = |addr: PciAddr| {
             matrix
-                .devices
+                .devices()
                 .iter()
                 .find(|d| d.pci == addr)
                 .map(|d| d.name.as_str())
@@ -296,7 +296,7 @@ impl Matrix {
     /// Rows and columns, in order: GPUs, then NICs.
     #[getter]
     fn devices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.0.devices.iter().cloned().map(PyMatrixDevice))
+        PyTuple::new(py, self.0.devices().iter().cloned().map(PyMatrixDevice))
     }
     /// Per GPU name: its local CPUs that this process may use, as a cpulist.
     #[getter]
@@ -316,15 +316,16 @@ impl Matrix {
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err((key.0.clone(), key.1.clone())))
     }
     fn __len__(&self) -> usize {
-        self.0.devices.len()
+        self.0.devices().len()
     }
     /// `{row: {column: class}}` in matrix order.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for a in &self.0.devices {
+        let devices = self.0.devices();
+        for (i, a) in devices.iter().enumerate() {
             let row = PyDict::new(py);
-            for b in &self.0.devices {
-                if let Some(c) = self.0.get(&a.name, &b.name) {
+            for (j, b) in devices.iter().enumerate() {
+                if let Some(c) = self.0.class(i, j) {
                     row.set_item(&b.name, c.to_string())?;
                 }
             }
@@ -341,7 +342,7 @@ impl Matrix {
         serde_json::to_string_pretty(&self.0).unwrap_or_default()
     }
     fn __repr__(&self) -> String {
-        let names: Vec<&str> = self.0.devices.iter().map(|d| d.name.as_str()).collect();
+        let names: Vec<&str> = self.0.devices().iter().map(|d| d.name.as_str()).collect();
         format!("<Matrix {}>", names.join(" "))
     }
 }
@@ -353,7 +354,7 @@ impl Matrix {
         value: impl Fn(&str) -> Option<&'a String>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for d in self.0.devices.iter().filter(|d| d.kind == "gpu") {
+        for d in self.0.devices().iter().filter(|d| d.kind == "gpu") {
             if let Some(v) = value(&d.name) {
                 out.set_item(&d.name, v)?;
             }

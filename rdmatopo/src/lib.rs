@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Layers: [`sysfs`] is the only code that touches the filesystem; [`parse`] turns
-//! text into values; [`discover`] builds the [`Topology`]; [`analysis`] is pure
+//! text into values; [`discover`](mod@discover) builds the [`Topology`]; [`analysis`] is pure
 //! functions of it; [`sources`] brings NVML and libibverbs facts, live or replayed.
 
 pub mod analysis;

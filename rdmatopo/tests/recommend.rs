@@ -129,8 +129,8 @@ fn nccl_view(k: PathClass) -> PathClass {
 fn gpu_nic_classes(t: &rdmatopo::Topology) -> BTreeMap<(String, String), PathClass> {
     let m = TopoMatrix::for_topology(t);
     let mut out = BTreeMap::new();
-    for g in m.devices.iter().filter(|d| d.kind == "gpu") {
-        for n in m.devices.iter().filter(|d| d.kind == "nic") {
+    for g in m.devices().iter().filter(|d| d.kind == "gpu") {
+        for n in m.devices().iter().filter(|d| d.kind == "nic") {
             out.insert(
                 (g.pci.to_string(), n.rdma.clone().unwrap_or_default()),
                 nccl_view(m.get(&g.name, &n.name).unwrap()),

@@ -7,11 +7,13 @@
 //! node, SYS = across NUMA nodes. NVLink makes GPU pairs `NV<n>`.
 
 use super::AnalysisError;
-use crate::model::{NvLinkRemote, PciFunction, PciRole, Topology};
+use crate::model::{NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
 use crate::parse::{CpuSet, PciAddr};
+use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::fmt::Write as _;
 
 /// A cell of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -127,24 +129,40 @@ pub fn path_class(topo: &Topology, a: &PciFunction, b: &PciFunction) -> PathClas
         return PathClass::X;
     }
     if a.host_bridge != b.host_bridge {
-        return match (numa_of(topo, a), numa_of(topo, b)) {
-            (Some(x), Some(y)) => {
-                if x == y {
-                    PathClass::Node
-                } else {
-                    PathClass::Sys
-                }
-            }
-            // Unknown NUMA (VMs, single-node firmware): a single-node machine, or the
-            // same local CPUs, means one node.
-            _ if topo.numa_nodes.len() <= 1 => PathClass::Node,
-            _ if a.local_cpus.is_some() && a.local_cpus == b.local_cpus => PathClass::Node,
-            _ => PathClass::Sys,
-        };
+        return across_host_bridges(topo, a, numa_of(topo, a), b, numa_of(topo, b));
     }
-    let ua = bridge_units(topo, a);
-    let ub = bridge_units(topo, b);
-    let common = ua.iter().zip(&ub).take_while(|(x, y)| x == y).count();
+    within_host_bridge(&bridge_units(topo, a), &bridge_units(topo, b))
+}
+
+/// [`path_class`] between functions under different host bridges, given their NUMA
+/// nodes.
+fn across_host_bridges(
+    topo: &Topology,
+    a: &PciFunction,
+    numa_a: Option<u32>,
+    b: &PciFunction,
+    numa_b: Option<u32>,
+) -> PathClass {
+    match (numa_a, numa_b) {
+        (Some(x), Some(y)) => {
+            if x == y {
+                PathClass::Node
+            } else {
+                PathClass::Sys
+            }
+        }
+        // Unknown NUMA (VMs, single-node firmware): a single-node machine, or the
+        // same local CPUs, means one node.
+        _ if topo.numa_nodes.len() <= 1 => PathClass::Node,
+        _ if a.local_cpus.is_some() && a.local_cpus == b.local_cpus => PathClass::Node,
+        _ => PathClass::Sys,
+    }
+}
+
+/// [`path_class`] between two functions under one host bridge, given their bridge
+/// units (top first).
+fn within_host_bridge(ua: &[PciAddr], ub: &[PciAddr]) -> PathClass {
+    let common = ua.iter().zip(ub).take_while(|(x, y)| x == y).count();
     if common == 0 {
         return PathClass::Phb;
     }
@@ -153,6 +171,36 @@ pub fn path_class(topo: &Topology, a: &PciFunction, b: &PciFunction) -> PathClas
         PathClass::Pix
     } else {
         PathClass::Pxb
+    }
+}
+
+/// A function with what [`path_class`] asks of it, looked up once per matrix device
+/// rather than once per cell.
+struct Endpoint<'a> {
+    f: &'a PciFunction,
+    numa: Option<u32>,
+    units: Vec<PciAddr>,
+}
+
+impl<'a> Endpoint<'a> {
+    fn of(topo: &Topology, f: &'a PciFunction) -> Self {
+        Self {
+            f,
+            numa: numa_of(topo, f),
+            units: bridge_units(topo, f),
+        }
+    }
+
+    /// [`path_class`] from `self` to `other`.
+    fn class_to(&self, topo: &Topology, other: &Self) -> PathClass {
+        let (a, b) = (self.f, other.f);
+        if a.address == b.address {
+            PathClass::X
+        } else if a.host_bridge != b.host_bridge {
+            across_host_bridges(topo, a, self.numa, b, other.numa)
+        } else {
+            within_host_bridge(&self.units, &other.units)
+        }
     }
 }
 
@@ -206,11 +254,20 @@ pub struct MatrixDevice {
 }
 
 /// The `nvidia-smi topo -m` matrix (`rdmatopo.topo/1`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// The cells are dense, row-major in [`devices`](Self::devices()) order; read them with
+/// [`get`](Self::get) by name or [`class`](Self::class) by index. The JSON form is
+/// `{"schema", "devices", "matrix": {row: {column: class}}, "cpu_affinity",
+/// "numa_affinity"}`, rows and columns sorted by name.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "TopoMatrixJson")]
 pub struct TopoMatrix {
     pub schema: String,
-    pub devices: Vec<MatrixDevice>,
-    pub matrix: BTreeMap<String, BTreeMap<String, PathClass>>,
+    /// Rows and columns, in order (names unique).
+    devices: Vec<MatrixDevice>,
+    /// `devices.len()²` cells, `(i, j)` at `i * devices.len() + j`. `None` only where
+    /// a deserialized matrix lacks the cell.
+    cells: Vec<Option<PathClass>>,
     /// Per GPU: its local CPUs that this process may use.
     pub cpu_affinity: BTreeMap<String, String>,
     /// Per GPU: its NUMA node, `N/A` when unknown.
@@ -233,9 +290,16 @@ impl TopoMatrix {
                 rdma: None,
             })
             .collect();
+        // The first RDMA device of each name, as `Topology::rdma_device` finds it.
+        let mut rdma: HashMap<&str, &RdmaDevice> = HashMap::new();
+        if !nics.is_empty() {
+            for d in &topo.rdma_devices {
+                rdma.entry(d.name.as_str()).or_insert(d);
+            }
+        }
         let mut n = 0;
         for name in nics {
-            let Some(pci) = topo.rdma_device(name).and_then(|d| d.pci) else {
+            let Some(pci) = rdma.get(name).and_then(|d| d.pci) else {
                 continue;
             };
             devices.push(MatrixDevice {
@@ -246,34 +310,32 @@ impl TopoMatrix {
             });
             n += 1;
         }
-        let mut matrix = BTreeMap::new();
-        for a in &devices {
-            let mut row = BTreeMap::new();
-            for b in &devices {
-                row.insert(b.name.clone(), Self::cell(topo, a, b));
-            }
-            matrix.insert(a.name.clone(), row);
-        }
+        let ends: Vec<Option<Endpoint>> = devices
+            .iter()
+            .map(|d| topo.pci_function(d.pci).map(|f| Endpoint::of(topo, f)))
+            .collect();
+        let cells = Self::cells(topo, &devices, &ends);
         let usable = topo.process.usable_cpus();
         let mut cpu_affinity = BTreeMap::new();
         let mut numa_affinity = BTreeMap::new();
-        for d in devices.iter().filter(|d| d.kind == "gpu") {
-            let f = topo.pci_function(d.pci);
+        for (d, end) in devices.iter().zip(&ends).filter(|(d, _)| d.kind == "gpu") {
+            let f = end.as_ref().map(|e| e.f);
             let local = f.and_then(|f| local_cpus(topo, f)).unwrap_or_default();
             let cpus = match &usable {
                 Some(u) => local.intersection(u),
                 None => local,
             };
             cpu_affinity.insert(d.name.clone(), cpus.to_string());
-            let numa = f
-                .and_then(|f| numa_of(topo, f))
+            let numa = end
+                .as_ref()
+                .and_then(|e| e.numa)
                 .map_or("N/A".to_string(), |n| n.to_string());
             numa_affinity.insert(d.name.clone(), numa);
         }
         Self {
             schema: Self::SCHEMA.into(),
             devices,
-            matrix,
+            cells,
             cpu_affinity,
             numa_affinity,
         }
@@ -291,25 +353,243 @@ impl TopoMatrix {
         Self::build(topo, &gpus, &nics)
     }
 
-    fn cell(topo: &Topology, a: &MatrixDevice, b: &MatrixDevice) -> PathClass {
-        if a.name == b.name {
-            return PathClass::X;
-        }
-        if a.kind == "gpu" && b.kind == "gpu" {
-            let links = nvlinks_between(topo, a.pci, b.pci);
-            if links > 0 {
-                return PathClass::Nv(links);
+    /// Every cell of `devices` (unique names), `ends[i]` being `devices[i]`'s function.
+    /// X on the diagonal; NVLink between GPUs, from each side (NVML's counts need not
+    /// agree); else the PCIe class, the same both ways, or SYS without a function.
+    fn cells(
+        topo: &Topology,
+        devices: &[MatrixDevice],
+        ends: &[Option<Endpoint>],
+    ) -> Vec<Option<PathClass>> {
+        let n = devices.len();
+        let mut cells = vec![None; n * n];
+        for (i, (a, ea)) in devices.iter().zip(ends).enumerate() {
+            cells[i * n + i] = Some(PathClass::X);
+            for (j, (b, eb)) in devices.iter().zip(ends).enumerate().skip(i + 1) {
+                let pcie = match (ea, eb) {
+                    (Some(ea), Some(eb)) => ea.class_to(topo, eb),
+                    _ => PathClass::Sys,
+                };
+                let (mut ab, mut ba) = (pcie, pcie);
+                if a.kind == "gpu" && b.kind == "gpu" {
+                    let links = nvlinks_between(topo, a.pci, b.pci);
+                    if links > 0 {
+                        ab = PathClass::Nv(links);
+                    }
+                    let links = nvlinks_between(topo, b.pci, a.pci);
+                    if links > 0 {
+                        ba = PathClass::Nv(links);
+                    }
+                }
+                cells[i * n + j] = Some(ab);
+                cells[j * n + i] = Some(ba);
             }
         }
-        match (topo.pci_function(a.pci), topo.pci_function(b.pci)) {
-            (Some(fa), Some(fb)) => path_class(topo, fa, fb),
-            _ => PathClass::Sys,
+        cells
+    }
+
+    /// Rows and columns, in order: GPUs, then NICs.
+    pub fn devices(&self) -> &[MatrixDevice] {
+        &self.devices
+    }
+
+    /// The index of the device called `name` in [`devices`](Self::devices()).
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        // Built matrices list GPU<i> at i and NIC<k> at k after the GPUs; check the
+        // guess, and search when it misses.
+        let guess = if let Some(i) = name.strip_prefix("GPU") {
+            i.parse::<usize>().ok()
+        } else if let Some(k) = name.strip_prefix("NIC") {
+            let gpus = self.devices.partition_point(|d| d.kind == "gpu");
+            k.parse::<usize>().ok().and_then(|k| k.checked_add(gpus))
+        } else {
+            None
+        };
+        if let Some(i) = guess
+            && self.devices.get(i).is_some_and(|d| d.name == name)
+        {
+            return Some(i);
         }
+        self.devices.iter().position(|d| d.name == name)
+    }
+
+    /// The class between the devices at indices `i` and `j`.
+    pub fn class(&self, i: usize, j: usize) -> Option<PathClass> {
+        self.row(i)?.get(j).copied().flatten()
+    }
+
+    /// The cells of row `i`, in [`devices`](Self::devices()) order (`None` only where a
+    /// deserialized matrix lacks the cell).
+    pub fn row(&self, i: usize) -> Option<&[Option<PathClass>]> {
+        let n = self.devices.len();
+        if i >= n {
+            return None;
+        }
+        self.cells.get(i * n..(i + 1) * n)
     }
 
     /// The class between two named devices.
     pub fn get(&self, a: &str, b: &str) -> Option<PathClass> {
-        self.matrix.get(a)?.get(b).copied()
+        self.class(self.index_of(a)?, self.index_of(b)?)
+    }
+
+    /// Device indices sorted by name: the JSON's row and column order.
+    fn by_name(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.devices.len()).collect();
+        order.sort_by(|&a, &b| self.devices[a].name.cmp(&self.devices[b].name));
+        order
+    }
+}
+
+/// The `matrix` of the JSON: `{row: {column: class}}`, both sorted by name.
+struct CellsByName<'a> {
+    m: &'a TopoMatrix,
+    order: Vec<usize>,
+}
+
+/// One row of [`CellsByName`].
+struct RowByName<'a> {
+    m: &'a TopoMatrix,
+    row: usize,
+    order: &'a [usize],
+}
+
+impl CellsByName<'_> {
+    /// The rows with a cell (every row of a built matrix: it has X), by name.
+    fn rows(&self) -> impl Iterator<Item = (&str, RowByName<'_>)> + '_ {
+        self.order
+            .iter()
+            .filter(|&&row| {
+                self.m
+                    .row(row)
+                    .is_some_and(|cells| cells.iter().any(Option::is_some))
+            })
+            .map(|&row| {
+                let cells = RowByName {
+                    m: self.m,
+                    row,
+                    order: &self.order,
+                };
+                (self.m.devices[row].name.as_str(), cells)
+            })
+    }
+}
+
+impl Serialize for CellsByName<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.rows().count()))?;
+        for (name, cells) in self.rows() {
+            map.serialize_entry(name, &cells)?;
+        }
+        map.end()
+    }
+}
+
+impl RowByName<'_> {
+    fn cells(&self) -> impl Iterator<Item = (&str, PathClass)> + '_ {
+        self.order.iter().filter_map(|&col| {
+            let class = self.m.class(self.row, col)?;
+            Some((self.m.devices[col].name.as_str(), class))
+        })
+    }
+}
+
+impl Serialize for RowByName<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.cells().count()))?;
+        for (name, class) in self.cells() {
+            map.serialize_entry(name, &class)?;
+        }
+        map.end()
+    }
+}
+
+impl fmt::Debug for CellsByName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.rows()).finish()
+    }
+}
+
+impl fmt::Debug for RowByName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.cells()).finish()
+    }
+}
+
+impl Serialize for TopoMatrix {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("TopoMatrix", 5)?;
+        st.serialize_field("schema", &self.schema)?;
+        st.serialize_field("devices", &self.devices)?;
+        let matrix = CellsByName {
+            m: self,
+            order: self.by_name(),
+        };
+        st.serialize_field("matrix", &matrix)?;
+        st.serialize_field("cpu_affinity", &self.cpu_affinity)?;
+        st.serialize_field("numa_affinity", &self.numa_affinity)?;
+        st.end()
+    }
+}
+
+impl fmt::Debug for TopoMatrix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let matrix = CellsByName {
+            m: self,
+            order: self.by_name(),
+        };
+        f.debug_struct("TopoMatrix")
+            .field("schema", &self.schema)
+            .field("devices", &self.devices)
+            .field("matrix", &matrix)
+            .field("cpu_affinity", &self.cpu_affinity)
+            .field("numa_affinity", &self.numa_affinity)
+            .finish()
+    }
+}
+
+/// [`TopoMatrix`] as its JSON reads.
+#[derive(Deserialize)]
+struct TopoMatrixJson {
+    schema: String,
+    devices: Vec<MatrixDevice>,
+    matrix: BTreeMap<String, BTreeMap<String, PathClass>>,
+    cpu_affinity: BTreeMap<String, String>,
+    numa_affinity: BTreeMap<String, String>,
+}
+
+impl TryFrom<TopoMatrixJson> for TopoMatrix {
+    type Error = String;
+
+    /// Rows and columns must name devices, each device once.
+    fn try_from(j: TopoMatrixJson) -> Result<Self, String> {
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(j.devices.len());
+        for (i, d) in j.devices.iter().enumerate() {
+            if index.insert(d.name.as_str(), i).is_some() {
+                return Err(format!("device {:?} is listed twice", d.name));
+            }
+        }
+        let n = j.devices.len();
+        let mut cells = vec![None; n * n];
+        let find = |name: &str| {
+            index
+                .get(name)
+                .copied()
+                .ok_or_else(|| format!("matrix names {name:?}, not among the devices"))
+        };
+        for (a, row) in &j.matrix {
+            let i = find(a)?;
+            for (b, class) in row {
+                cells[i * n + find(b)?] = Some(*class);
+            }
+        }
+        Ok(Self {
+            schema: j.schema,
+            devices: j.devices,
+            cells,
+            cpu_affinity: j.cpu_affinity,
+            numa_affinity: j.numa_affinity,
+        })
     }
 }
 
@@ -351,15 +631,15 @@ impl TopoMatrix {
         out.push_str("\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID");
         out.push_str(off);
         out.push('\n');
-        for d in &self.devices {
+        for (i, d) in self.devices.iter().enumerate() {
             out.push_str(&d.name);
-            for other in &names {
-                let cell = self.get(&d.name, other).unwrap_or(PathClass::Sys);
+            for j in 0..names.len() {
+                let cell = self.class(i, j).unwrap_or(PathClass::Sys);
                 out.push('\t');
                 if cell == PathClass::X {
                     out.push_str(" X ")
                 } else {
-                    out.push_str(&cell.to_string())
+                    let _ = write!(out, "{cell}");
                 }
             }
             match d.kind.as_str() {
@@ -389,5 +669,216 @@ impl TopoMatrix {
             out.push('\n');
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::plan::testkit::dgx_like;
+    use crate::model::{NvLink, NvmlGpu, NvmlSnapshot};
+
+    /// The matrix as it was kept before it went dense: a map of maps filled cell by
+    /// cell, serialized by serde's derive.
+    #[derive(Serialize)]
+    struct MapOfMaps<'a> {
+        schema: &'a str,
+        devices: &'a [MatrixDevice],
+        matrix: BTreeMap<String, BTreeMap<String, PathClass>>,
+        cpu_affinity: &'a BTreeMap<String, String>,
+        numa_affinity: &'a BTreeMap<String, String>,
+    }
+
+    fn map_of_maps<'a>(topo: &Topology, m: &'a TopoMatrix) -> MapOfMaps<'a> {
+        let cell = |a: &MatrixDevice, b: &MatrixDevice| {
+            if a.name == b.name {
+                return PathClass::X;
+            }
+            if a.kind == "gpu" && b.kind == "gpu" {
+                let links = nvlinks_between(topo, a.pci, b.pci);
+                if links > 0 {
+                    return PathClass::Nv(links);
+                }
+            }
+            match (topo.pci_function(a.pci), topo.pci_function(b.pci)) {
+                (Some(fa), Some(fb)) => path_class(topo, fa, fb),
+                _ => PathClass::Sys,
+            }
+        };
+        let matrix = m
+            .devices()
+            .iter()
+            .map(|a| {
+                let row = m.devices().iter().map(|b| (b.name.clone(), cell(a, b)));
+                (a.name.clone(), row.collect())
+            })
+            .collect();
+        MapOfMaps {
+            schema: &m.schema,
+            devices: m.devices(),
+            matrix,
+            cpu_affinity: &m.cpu_affinity,
+            numa_affinity: &m.numa_affinity,
+        }
+    }
+
+    fn link(to: PciAddr, kind: NvLinkRemote, active: bool) -> NvLink {
+        NvLink {
+            link: 0,
+            active,
+            remote_bus_id: (kind == NvLinkRemote::Gpu).then(|| to.to_string()),
+            remote_kind: kind,
+        }
+    }
+
+    /// A DGX-like machine listed as 13 GPUs and 11 NICs (so `GPU10` sorts before
+    /// `GPU2`): the 8 GPUs, 4 of them again, one without a PCI function; NVML with
+    /// lopsided direct NVLinks (GPU0 counts 3 to GPU1, GPU1 counts 1 back) and
+    /// NVSwitch links on GPU2 and GPU3.
+    fn lopsided() -> (Topology, TopoMatrix) {
+        let mut t = dgx_like();
+        let g: Vec<PciAddr> = t.gpus.iter().map(|g| g.pci).collect();
+        let gpu = |i: usize, links: Vec<NvLink>| NvmlGpu {
+            nvlinks: links,
+            ..NvmlGpu::new(i as u32, g[i].to_string())
+        };
+        let sw = |n: usize| vec![link(g[0], NvLinkRemote::Nvswitch, true); n];
+        t.nvml = Some(NvmlSnapshot {
+            schema: NvmlSnapshot::SCHEMA.into(),
+            driver_version: None,
+            cuda_driver_version: None,
+            gpus: vec![
+                gpu(
+                    0,
+                    vec![
+                        link(g[1], NvLinkRemote::Gpu, true),
+                        link(g[1], NvLinkRemote::Gpu, true),
+                        link(g[1], NvLinkRemote::Gpu, true),
+                        link(g[1], NvLinkRemote::Gpu, false),
+                    ],
+                ),
+                gpu(1, vec![link(g[0], NvLinkRemote::Gpu, true)]),
+                gpu(2, sw(4)),
+                gpu(3, sw(6)),
+            ],
+        });
+        let mut gpus = g.clone();
+        gpus.extend_from_slice(&g[..4]);
+        gpus.push("0000:ee:00.0".parse().unwrap());
+        let mut nics: Vec<&str> = t.rdma_devices.iter().map(|d| d.name.as_str()).collect();
+        nics.extend(["mlx5_0", "mlx5_1", "no_such_device"]);
+        let m = TopoMatrix::build(&t, &gpus, &nics);
+        (t, m)
+    }
+
+    #[test]
+    fn json_is_the_map_of_maps() {
+        let (t, m) = lopsided();
+        assert_eq!(m.devices().len(), 13 + 11);
+        assert_eq!(m.get("GPU0", "GPU1"), Some(PathClass::Nv(3)));
+        assert_eq!(m.get("GPU1", "GPU0"), Some(PathClass::Nv(1)));
+        assert_eq!(m.get("GPU2", "GPU3"), Some(PathClass::Nv(4)));
+        assert_eq!(m.get("GPU3", "GPU2"), Some(PathClass::Nv(4)));
+        assert_eq!(m.get("GPU0", "GPU8"), Some(PathClass::X));
+        assert_eq!(m.get("GPU12", "NIC0"), Some(PathClass::Sys));
+        let old = map_of_maps(&t, &m);
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            serde_json::to_string(&old).unwrap()
+        );
+        assert_eq!(
+            serde_json::to_string_pretty(&m).unwrap(),
+            serde_json::to_string_pretty(&old).unwrap()
+        );
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains(
+            r#""matrix":{"GPU0":{"GPU0":"X","GPU1":"NV3","GPU10":"NODE","GPU11":"NODE","GPU12":"SYS","GPU2":"NODE","#
+        ));
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let (_, m) = lopsided();
+        let json = serde_json::to_string_pretty(&m).unwrap();
+        let back: TopoMatrix = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
+
+        let empty = TopoMatrix::build(&dgx_like(), &[], &[]);
+        let json = serde_json::to_string(&empty).unwrap();
+        assert!(json.contains(r#""devices":[],"matrix":{}"#), "{json}");
+        assert_eq!(serde_json::from_str::<TopoMatrix>(&json).unwrap(), empty);
+    }
+
+    #[test]
+    fn json_with_missing_cells_round_trips() {
+        let (_, m) = lopsided();
+        let mut value = serde_json::to_value(&m).unwrap();
+        let matrix = value["matrix"].as_object_mut().unwrap();
+        matrix.remove("NIC3");
+        matrix["GPU0"].as_object_mut().unwrap().remove("NIC10");
+        let back: TopoMatrix = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(back.get("GPU0", "NIC10"), None);
+        assert_eq!(back.get("NIC3", "GPU0"), None);
+        assert_eq!(back.get("GPU0", "NIC3"), m.get("GPU0", "NIC3"));
+        assert_ne!(back, m);
+        assert_eq!(serde_json::to_value(&back).unwrap(), value);
+        let json = serde_json::to_string(&back).unwrap();
+        assert_eq!(serde_json::from_str::<TopoMatrix>(&json).unwrap(), back);
+    }
+
+    #[test]
+    fn json_naming_unknown_or_repeated_devices_is_refused() {
+        let (_, m) = lopsided();
+        let mut value = serde_json::to_value(&m).unwrap();
+        value["matrix"]["GPU0"]["NIC99"] = "SYS".into();
+        let err = serde_json::from_value::<TopoMatrix>(value).unwrap_err();
+        assert!(err.to_string().contains("NIC99"), "{err}");
+        let mut value = serde_json::to_value(&m).unwrap();
+        let first = value["devices"][0].clone();
+        value["devices"].as_array_mut().unwrap().push(first);
+        let err = serde_json::from_value::<TopoMatrix>(value).unwrap_err();
+        assert!(err.to_string().contains("listed twice"), "{err}");
+    }
+
+    #[test]
+    fn get_class_and_row_agree() {
+        let (_, m) = lopsided();
+        let n = m.devices().len();
+        for (i, a) in m.devices().iter().enumerate() {
+            assert_eq!(m.index_of(&a.name), Some(i));
+            let row = m.row(i).unwrap();
+            assert_eq!(row.len(), n);
+            for (j, b) in m.devices().iter().enumerate() {
+                let class = m.class(i, j);
+                assert!(class.is_some());
+                assert_eq!(m.get(&a.name, &b.name), class);
+                assert_eq!(row[j], class);
+                if i == j {
+                    assert_eq!(class, Some(PathClass::X));
+                }
+            }
+        }
+        assert_eq!(m.class(n, 0), None);
+        assert_eq!(m.class(0, n), None);
+        assert!(m.row(n).is_none());
+        for name in ["GPU13", "NIC11", "GPU+1", "gpu0", "", "NIC"] {
+            assert_eq!(m.get(name, "GPU0"), None, "{name}");
+            assert_eq!(m.get("GPU0", name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn names_are_found_in_any_order() {
+        let (_, m) = lopsided();
+        let mut value = serde_json::to_value(&m).unwrap();
+        value["devices"].as_array_mut().unwrap().reverse();
+        let r: TopoMatrix = serde_json::from_value(value).unwrap();
+        for a in m.devices() {
+            for b in m.devices() {
+                assert_eq!(r.get(&a.name, &b.name), m.get(&a.name, &b.name));
+            }
+        }
+        assert_eq!(r.index_of("GPU0"), Some(m.devices().len() - 1));
     }
 }

@@ -142,7 +142,7 @@ fn analyse(path: &PathBuf, format: Format) -> Result<Output, String> {
             }
             if !preferred.is_empty() {
                 s.push_str("NICs NCCL prefers per GPU:\n");
-                for d in matrix.devices.iter().filter(|d| d.kind == "gpu") {
+                for d in matrix.devices().iter().filter(|d| d.kind == "gpu") {
                     if let Some(p) = preferred.get(&d.pci.to_string()) {
                         let _ = writeln!(
                             s,

@@ -66,7 +66,7 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
         Format::Table => {
             if let Some(line) = nothing_found_line(&topo) {
                 line
-            } else if owned_view && matrix.devices.is_empty() {
+            } else if owned_view && matrix.devices().is_empty() {
                 format!(
                     "{h}\nrdmatopo: this {} owns none of the {} GPUs and {} RDMA devices visible; `rdmatopo inventory` shows why, `rdmatopo topo --all` shows them\n",
                     view.context,
@@ -92,7 +92,7 @@ fn header(topo: &Topology, view: &ContainerView, owned_view: bool, matrix: &Topo
     let rdma_states: Vec<Ownership> = view.rdma.iter().map(|r| r.state).collect();
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let gpu_names: Vec<String> = matrix
-        .devices
+        .devices()
         .iter()
         .filter(|d| d.kind == "gpu")
         .map(|d| format!("{} = {}", d.name, d.pci))

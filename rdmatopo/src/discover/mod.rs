@@ -232,16 +232,17 @@ impl Ctx<'_> {
         ));
     }
 
-    /// `f` over `items`, in order, spread over a few threads when there are enough
-    /// items for it to pay: sysfs reads are system calls, and the machines this runs
-    /// on have many cores. Each thread collects its own diagnostics; they are appended
-    /// in item order, so the result is the same as a sequential run's.
+    /// `f` over `items`, in order, spread over a few threads when each would get at
+    /// least `per_thread` items: sysfs reads are system calls, and the machines this
+    /// runs on have many cores. Each thread collects its own diagnostics; they are
+    /// appended in item order, so the result is the same as a sequential run's.
     pub fn par_map<T: Sync, R: Send>(
         &mut self,
         items: &[T],
+        per_thread: usize,
         f: impl Fn(&mut Ctx, &T) -> R + Sync,
     ) -> Vec<R> {
-        let threads = worker_threads(items.len());
+        let threads = worker_threads(items.len(), per_thread);
         if threads <= 1 {
             return items.iter().map(|item| f(self, item)).collect();
         }
@@ -287,15 +288,15 @@ impl Ctx<'_> {
     }
 }
 
-/// Items per thread below which another thread costs more than it saves (a thread
-/// starts in tens of microseconds; a sysfs file takes a few to read).
-const ITEMS_PER_THREAD: usize = 16;
+/// PCI functions per thread below which another thread costs more than it saves (a
+/// thread starts in tens of microseconds; a sysfs file takes a few to read).
+pub(crate) const FUNCTIONS_PER_THREAD: usize = 16;
 /// Most reading threads: sysfs lookups share kernel locks, so more stop paying.
 const MAX_THREADS: usize = 8;
 
-fn worker_threads(items: usize) -> usize {
+fn worker_threads(items: usize, per_thread: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    cores.min(MAX_THREADS).min(items / ITEMS_PER_THREAD).max(1)
+    cores.min(MAX_THREADS).min(items / per_thread.max(1)).max(1)
 }
 
 /// Order names naturally: `mlx5_2` before `mlx5_10`.

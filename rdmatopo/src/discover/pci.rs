@@ -53,7 +53,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // In the affinity scope only GPUs and RDMA devices' functions are read in detail.
     let nics = (ctx.scope == Scope::Affinity).then(|| super::rdma::functions(ctx));
     let names = ctx.list(BUS_DIR);
-    let resolved = ctx.par_map(&names, |ctx, name| {
+    let resolved = ctx.par_map(&names, super::FUNCTIONS_PER_THREAD, |ctx, name| {
         let Ok(addr) = name.parse::<PciAddr>() else {
             ctx.diags.push(crate::model::Diagnostic::new(
                 crate::model::Severity::Warning,
@@ -88,7 +88,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     }
     let paths: Vec<(PciAddr, String)> = paths.into_iter().collect();
     let mut functions: Vec<PciFunction> = ctx
-        .par_map(&paths, |ctx, (addr, path)| {
+        .par_map(&paths, super::FUNCTIONS_PER_THREAD, |ctx, (addr, path)| {
             read_function(ctx, *addr, path, nics.as_ref())
         })
         .into_iter()

@@ -18,14 +18,18 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     } else {
         BTreeMap::new()
     };
-    let mut devices: Vec<RdmaDevice> = ctx
-        .list(CLASS_DIR)
-        .into_iter()
-        .map(|name| {
-            let dir = join(CLASS_DIR, &name);
-            read_device(ctx, &dir, name.clone(), uverbs.get(&name).cloned())
-        })
-        .collect();
+    let names = ctx.list(CLASS_DIR);
+    // Devices are read side by side: their GID tables (up to 256 files a port) are
+    // most of a full read. Without ports (the affinity scope) a device is one link.
+    let per_thread = if ctx.scope == Scope::Affinity {
+        super::FUNCTIONS_PER_THREAD
+    } else {
+        1
+    };
+    let mut devices: Vec<RdmaDevice> = ctx.par_map(&names, per_thread, |ctx, name| {
+        let dir = join(CLASS_DIR, name);
+        read_device(ctx, &dir, name.clone(), uverbs.get(name).cloned())
+    });
     devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
     topo.rdma_devices = devices;
 }

@@ -17,8 +17,8 @@ fn nccl_view(k: PathClass) -> PathClass {
 fn classes(t: &Topology) -> BTreeMap<(PciAddr, String), PathClass> {
     let m = TopoMatrix::for_topology(t);
     let mut out = BTreeMap::new();
-    for g in m.devices.iter().filter(|d| d.kind == "gpu") {
-        for n in m.devices.iter().filter(|d| d.kind == "nic") {
+    for g in m.devices().iter().filter(|d| d.kind == "gpu") {
+        for n in m.devices().iter().filter(|d| d.kind == "nic") {
             let k = m.get(&g.name, &n.name).unwrap();
             out.insert((g.pci, n.rdma.clone().unwrap()), nccl_view(k));
         }
