@@ -48,7 +48,8 @@ for c in "${cases[@]}"; do
   for who in ours theirs; do
     cmd=${!who}
     # shellcheck disable=SC2086
-    strace -f -qq -o "$work/$name.$who.openat" -e trace=openat,open $cmd >/dev/null 2>&1 || true
+    # -ff: one file per thread, so a call is never split across lines.
+    strace -f -ff -qq -o "$work/$name.$who.openat" -e trace=open,openat,openat2 $cmd >/dev/null 2>&1 || true
     # shellcheck disable=SC2086
     strace -f -qq -c -o "$work/$name.$who.count" $cmd >/dev/null 2>&1 || true
     # shellcheck disable=SC2086
@@ -58,26 +59,28 @@ done
 "$BIN" topo --root "$ROOT" --format json >"$work/matrix.json"
 
 python3 - "$work" "$ROOT" "$BIN" "$RUNS" <<'PY'
-import json, os, re, statistics, sys
+import glob, json, os, re, statistics, sys
 work, root, binary, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 TOP = ("sys", "proc", "dev", "rdmatopo")
 
 def opened(path):
-    """Files (not directories) opened under the root: (succeeded, attempted)."""
+    """Files (not directories) opened under the root: (succeeded, attempted).
+    `path` is the prefix of strace's per-thread files (`-ff`)."""
     ok = tried = 0
-    pat = re.compile(r'open(?:at)?\((?:(AT_FDCWD|\d+), )?"([^"]*)", ([A-Z_|]+)[^)]*\)\s+=\s+(-?\d+)')
-    for line in open(path):
-        m = pat.search(line)
-        if not m:
-            continue
-        dirfd, p, flags, ret = m.groups()
-        if "O_DIRECTORY" in flags or "O_PATH" in flags:
-            continue
-        inside = p.startswith(root + "/") or (
-            dirfd not in (None, "AT_FDCWD") and p.split("/")[0] in TOP)
-        if inside:
-            tried += 1
-            ok += int(ret) >= 0
+    pat = re.compile(r'open(?:at2?)?\((?:(AT_FDCWD|\d+), )?"([^"]*)", \{?(?:flags=)?([A-Z_|]+)[^)]*\)\s+=\s+(-?\d+)')
+    for part in glob.glob(path + ".*"):
+        for line in open(part):
+            m = pat.search(line)
+            if not m:
+                continue
+            dirfd, p, flags, ret = m.groups()
+            if "O_DIRECTORY" in flags or "O_PATH" in flags:
+                continue
+            inside = p.startswith(root + "/") or (
+                dirfd not in (None, "AT_FDCWD") and p.split("/")[0] in TOP)
+            if inside:
+                tried += 1
+                ok += int(ret) >= 0
     return ok, tried
 
 def syscalls(path):

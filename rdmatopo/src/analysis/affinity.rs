@@ -7,7 +7,7 @@
 //! node, SYS = across NUMA nodes. NVLink makes GPU pairs `NV<n>`.
 
 use super::AnalysisError;
-use crate::model::{NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
+use crate::model::{NvLink, NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
 use crate::parse::{CpuSet, PciAddr};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Deserialize, Serialize};
@@ -210,14 +210,8 @@ fn nvlinks_between(topo: &Topology, a: PciAddr, b: PciAddr) -> u32 {
     let (Some(ga), Some(gb)) = (nvml.gpu(a), nvml.gpu(b)) else {
         return 0;
     };
-    let active = |g: &crate::model::NvmlGpu| {
-        g.nvlinks
-            .iter()
-            .filter(|l| l.active)
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    let (la, lb) = (active(ga), active(gb));
+    let la: Vec<&NvLink> = ga.nvlinks.iter().filter(|l| l.active).collect();
+    let lb: Vec<&NvLink> = gb.nvlinks.iter().filter(|l| l.active).collect();
     let direct = la
         .iter()
         .filter(|l| {
@@ -232,7 +226,7 @@ fn nvlinks_between(topo: &Topology, a: PciAddr, b: PciAddr) -> u32 {
     }
     // Through NVSwitches: nvidia-smi reports the bonded links of the pair, the smaller
     // side's switch-link count.
-    let to_switch = |ls: &[crate::model::NvLink]| {
+    let to_switch = |ls: &[&NvLink]| {
         ls.iter()
             .filter(|l| l.remote_kind == NvLinkRemote::Nvswitch)
             .count()

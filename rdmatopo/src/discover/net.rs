@@ -59,7 +59,7 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
 /// The function is the last PCI address before `/net/<name>` of the canonical path.
 fn function_of(dir: &str) -> Option<PciAddr> {
     dir.rsplit_once("/net/")
-        .and_then(|(parent, _)| parent.rsplit('/').next()?.parse().ok())
+        .and_then(|(parent, _)| PciAddr::from_component(parent.rsplit('/').next()?))
         .filter(|_| !dir.contains("/virtual/"))
 }
 

@@ -44,7 +44,7 @@ fn chain_of(path: &str) -> Option<(String, String, Vec<PciAddr>)> {
     let hb_path = format!("/{}", comps[..=hb].join("/"));
     let chain = comps[hb + 1..]
         .iter()
-        .map_while(|c| c.parse::<PciAddr>().ok())
+        .map_while(|c| PciAddr::from_component(c))
         .collect();
     Some((comps[hb].to_string(), hb_path, chain))
 }

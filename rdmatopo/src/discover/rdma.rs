@@ -57,9 +57,7 @@ fn pci_of(ctx: &Ctx, link: &str) -> Option<PciAddr> {
     if !real.starts_with("/sys/devices/") || real.contains("/virtual/") {
         return None;
     }
-    real.split('/')
-        .filter_map(|c| c.parse::<PciAddr>().ok())
-        .next_back()
+    real.rsplit('/').find_map(PciAddr::from_component)
 }
 
 fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -> RdmaDevice {

@@ -60,27 +60,41 @@ impl fmt::Debug for PciAddr {
     }
 }
 
+impl PciAddr {
+    /// A path component that is a PCI address (`0000:3b:00.0`), else `None`. Most
+    /// components of a sysfs path are not: they are refused on their shape, without
+    /// building an error.
+    pub fn from_component(c: &str) -> Option<Self> {
+        let shaped = c.len() >= 7
+            && c.as_bytes()[c.len() - 2] == b'.'
+            && c.bytes().filter(|b| *b == b':').count() >= 1;
+        if shaped { c.parse().ok() } else { None }
+    }
+}
+
 impl std::str::FromStr for PciAddr {
     type Err = ParseError;
 
     /// Accepts `0000:3b:00.0`, NVML's `00000000:3B:00.0`, and `3b:00.0` (domain 0).
     fn from_str(text: &str) -> Result<Self, ParseError> {
+        // Called on every component of every sysfs path walked, most of which are not
+        // addresses: no allocation unless the text is refused.
         let err = |r: &str| ParseError::new("PCI address", text, r);
-        let t = text.trim();
-        let (rest, function) = t.rsplit_once('.').ok_or_else(|| err("missing .function"))?;
-        let mut parts: Vec<&str> = rest.split(':').collect();
-        if parts.len() == 2 {
-            parts.insert(0, "0");
-        }
-        let [domain, bus, device] = parts[..] else {
-            return Err(err("expected domain:bus:device.function"));
-        };
         let hex = |s: &str, max_len: usize| -> Result<u32, ParseError> {
             if s.is_empty() || s.len() > max_len || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(err("bad hexadecimal field"));
             }
             u32::from_str_radix(s, 16).map_err(|_| err("bad hexadecimal field"))
         };
+        let t = text.trim();
+        let (rest, function) = t.rsplit_once('.').ok_or_else(|| err("missing .function"))?;
+        let (head, device) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| err("expected domain:bus:device.function"))?;
+        let (domain, bus) = head.rsplit_once(':').unwrap_or(("0", head));
+        if domain.contains(':') {
+            return Err(err("expected domain:bus:device.function"));
+        }
         let domain = hex(domain, 8)?;
         let bus = hex(bus, 2)?;
         let device = hex(device, 2)?;

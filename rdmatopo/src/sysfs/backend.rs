@@ -163,21 +163,23 @@ impl Backend for DirBackend {
 /// buffer ends where the read ended: one `read` per attribute, no `fstat`. Only a read
 /// that gives nothing (an empty file, or a FIFO without a writer) or fails asks what the
 /// file is, so a FIFO or a directory is "not a file", never a hang.
-fn read_bounded(mut file: File, limit: usize) -> io::Result<Vec<u8>> {
+fn read_bounded(file: File, limit: usize) -> io::Result<Vec<u8>> {
     let not_a_file = |file: &File| -> io::Result<bool> { Ok(!file.metadata()?.is_file()) };
-    let mut buf = vec![0u8; limit.min(SMALL_READ)];
-    let n = match file.read(&mut buf) {
+    // Read into spare capacity: no zeroing of a page per attribute.
+    let first = limit.clamp(1, SMALL_READ);
+    let mut buf = Vec::with_capacity(first);
+    let n = match rustix::io::read(&file, rustix::buffer::spare_capacity(&mut buf)) {
         Ok(n) => n,
         Err(_) if not_a_file(&file)? => return Err(io::Error::from(io::ErrorKind::InvalidInput)),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     if n == 0 && not_a_file(&file)? {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
-    buf.truncate(n);
-    if n == SMALL_READ && limit > SMALL_READ {
+    if n >= first && limit > n {
         file.take((limit - n) as u64).read_to_end(&mut buf)?;
     }
+    buf.truncate(limit);
     Ok(buf)
 }
 

@@ -205,16 +205,16 @@ impl Sysfs {
         if let Some(hit) = self.cache_get(&normalized) {
             return Ok(hit);
         }
-        // Attributes of one directory are read in a row: start from the directory's
-        // resolution when it is known, instead of walking (and re-reading links) from `/`.
+        // `done` is the canonical path resolved so far, `""` for the root. Attributes
+        // of one directory are read in a row: start from the directory's resolution
+        // when it is known, instead of walking (and re-reading links) from `/`.
         let (dir, name) = split_last(&normalized);
-        let (mut done, mut pending): (Vec<String>, Vec<String>) = match self.cache_get(dir) {
-            Some(real) if !matches!(name, "" | "." | "..") => (
-                components(&real).map(str::to_string).collect(),
-                vec![name.to_string()],
-            ),
+        let (mut done, mut pending): (String, Vec<String>) = match self.cache_get(dir) {
+            Some(real) if !matches!(name, "" | "." | "..") => {
+                (below_root(real), vec![name.to_string()])
+            }
             _ => (
-                Vec::new(),
+                String::new(),
                 components(&normalized).rev().map(str::to_string).collect(),
             ),
         };
@@ -225,20 +225,20 @@ impl Sysfs {
             match comp.as_str() {
                 "" | "." => continue,
                 ".." => {
-                    done.pop();
+                    // At the root, `..` stays there.
+                    done.truncate(done.rfind('/').unwrap_or(0));
                     is_dir = true;
                     continue;
                 }
                 _ => {}
             }
-            let candidate = format!("/{}", join_components(&done, &comp));
-            let last = pending.is_empty();
-            if last && !follow_last {
-                done.push(comp);
+            let candidate = format!("{done}/{comp}");
+            if pending.is_empty() && !follow_last {
+                done = candidate;
                 break;
             }
             if let Some(hit) = self.cache_get(&candidate) {
-                done = components(&hit).map(str::to_string).collect();
+                done = below_root(hit);
                 is_dir = true;
                 continue;
             }
@@ -250,11 +250,11 @@ impl Sysfs {
                     .map_err(|e| SysfsError::from_io(&candidate, e))?
             };
             if kind != EntryKind::Symlink {
-                done.push(comp);
                 is_dir = kind == EntryKind::Dir;
                 if is_dir {
-                    self.cache_put(candidate.clone(), candidate);
+                    self.cache_put(candidate.clone(), candidate.clone());
                 }
+                done = candidate;
                 continue;
             }
             hops += 1;
@@ -275,13 +275,15 @@ impl Sysfs {
                 pending.push(t.to_string());
             }
         }
-        let out = format!("/{}", done.join("/"));
+        if done.is_empty() {
+            done.push('/');
+        }
         // Only directories are remembered: each file is read once, and a cache of every
         // attribute path would grow with the tree.
         if follow_last && is_dir {
-            self.cache_put(normalized, out.clone());
+            self.cache_put(normalized, done.clone());
         }
-        Ok(out)
+        Ok(done)
     }
 
     fn is_known_link(&self, path: &str) -> bool {
@@ -451,12 +453,9 @@ pub fn join(dir: &str, name: &str) -> String {
     }
 }
 
-fn join_components(done: &[String], next: &str) -> String {
-    if done.is_empty() {
-        next.to_string()
-    } else {
-        format!("{}/{next}", done.join("/"))
-    }
+/// A canonical path in `resolve`'s form: `""` for the root, else `/a/b`.
+fn below_root(path: String) -> String {
+    if path == "/" { String::new() } else { path }
 }
 
 fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {
