@@ -57,9 +57,11 @@ for c in "${cases[@]}"; do
   done
 done
 "$BIN" topo --root "$ROOT" --format json >"$work/matrix.json"
+# The floor: a C program that only opens, reads and closes the files `topo` needs.
+cc -O2 -o "$work/readfiles" scripts/incumbents/readfiles.c
 
 python3 - "$work" "$ROOT" "$BIN" "$RUNS" <<'PY'
-import glob, json, os, re, statistics, sys
+import glob, json, os, re, statistics, subprocess, sys
 work, root, binary, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 TOP = ("sys", "proc", "dev", "rdmatopo")
 
@@ -107,6 +109,16 @@ def minimum(name):
         nodes = len([n for n in os.listdir(r("sys/devices/system/node")) if re.fullmatch(r"node\d+", n)])
         ids = len(display | nics)
         n = len(fns) + 2 * ids + 2 * (len(gpus) + len(nics)) + len(bridges) + nodes + 1 + 4
+        # The same files by name, for the floor: one process that only reads them.
+        names = [f"sys/bus/pci/devices/{f}/class" for f in fns]
+        names += [f"sys/bus/pci/devices/{f}/{a}" for f in sorted(display | nics) for a in ("vendor", "device")]
+        names += [f"sys/bus/pci/devices/{f}/{a}" for f in sorted(gpus | nics) for a in ("numa_node", "local_cpulist")]
+        names += [f"sys/devices/{h}/{sorted(c for c in os.listdir(r('sys/devices', h)) if ':' in c)[0]}/numa_node"
+                  for h in bridges if any(':' in c for c in os.listdir(r('sys/devices', h)))]
+        names += [f"sys/devices/system/node/node{i}/cpulist" for i in range(nodes)]
+        names += ["rdmatopo/nvml.json"] + [f"proc/self/{f}" for f in ("status", "cgroup", "environ", "mountinfo")]
+        with open(os.path.join(work, "topo.files"), "w") as out:
+            out.write("\n".join(names) + "\n")
         return n, (f"class of {len(fns)} functions; vendor+device of {ids} display and NIC functions; "
                    f"numa_node+local_cpulist of {len(gpus)} GPUs and {len(nics)} NICs; numa_node of "
                    f"{len(bridges)} host bridges; {nodes} node cpulists; nvml.json; status, cgroup, "
@@ -154,4 +166,16 @@ print("\n| command | speed-up (median) | files rdmatopo opened / fewest needed |
 print("|---|---:|---|")
 for name, speedup, files, need, how in summary:
     print(f"| {name} | {speedup:.1f}x | {files} / {need} = {files / need:.2f}x ({how}) |")
+
+# Time the floor of `topo`: its fewest files read by a process that does nothing else.
+files = os.path.join(work, "topo.files")
+out = os.path.join(work, "floor.json")
+subprocess.run(["hyperfine", "-N", "--warmup", "3", "--runs", runs, "--export-json", out,
+                f"{work}/readfiles {root} {files}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+floor = statistics.median(json.load(open(out))["results"][0]["times"])
+lstopo = statistics.median(json.load(open(os.path.join(work, "topo.json")))["results"][1]["times"])
+count = sum(1 for _ in open(files))
+print(f"\nFloor of `topo`: opening, reading and closing only its {count} files "
+      f"(`scripts/incumbents/readfiles.c`, one process) takes {ms(floor)} (median), "
+      f"so no reader of those files can be more than {lstopo / floor:.1f}x faster than lstopo here.")
 PY

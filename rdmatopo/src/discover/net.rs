@@ -7,6 +7,8 @@ use crate::sysfs::{EntryKind, join};
 use std::collections::BTreeSet;
 
 const CLASS_DIR: &str = "/sys/class/net";
+/// A netdev is about ten files: fewer per thread than PCI functions.
+const NETDEVS_PER_THREAD: usize = 8;
 
 pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
     if ctx.scope == Scope::Affinity {
@@ -24,32 +26,37 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
         let functions: BTreeSet<PciAddr> = topo.rdma_devices.iter().filter_map(|d| d.pci).collect();
         (names, functions)
     });
-    let mut out = Vec::new();
-    for name in ctx.list(CLASS_DIR) {
-        let entry = join(CLASS_DIR, &name);
-        // `bonding_masters` is a file beside the interface links.
-        if matches!(ctx.fs.kind(&entry), Ok(EntryKind::File)) {
-            continue;
-        }
-        let real = match ctx.fs.canonicalize(&entry) {
-            Ok(r) => r,
-            Err(e) => {
-                ctx.unreadable(&e);
-                continue;
+    let names = ctx.list(CLASS_DIR);
+    let seen: &Topology = topo;
+    let mut out: Vec<Netdev> = ctx
+        .par_map(&names, NETDEVS_PER_THREAD, |ctx, name| {
+            let entry = join(CLASS_DIR, name);
+            // `bonding_masters` is a file beside the interface links.
+            if matches!(ctx.fs.kind(&entry), Ok(EntryKind::File)) {
+                return None;
             }
-        };
-        let netdev = match (ctx.scope, &wanted) {
-            (Scope::Full, _) => read_netdev(ctx, &real, name, topo),
-            (_, Some((names, functions))) => {
-                let pci = function_of(&real);
-                let detail =
-                    names.contains(name.as_str()) || pci.is_some_and(|a| functions.contains(&a));
-                read_outline(ctx, &real, name, detail)
-            }
-            (_, None) => read_outline(ctx, &real, name, false),
-        };
-        out.push(netdev);
-    }
+            let real = match ctx.fs.canonicalize(&entry) {
+                Ok(r) => r,
+                Err(e) => {
+                    ctx.unreadable(&e);
+                    return None;
+                }
+            };
+            let name = name.clone();
+            Some(match (ctx.scope, &wanted) {
+                (Scope::Full, _) => read_netdev(ctx, &real, name, seen),
+                (_, Some((names, functions))) => {
+                    let pci = function_of(&real);
+                    let detail = names.contains(name.as_str())
+                        || pci.is_some_and(|a| functions.contains(&a));
+                    read_outline(ctx, &real, name, detail)
+                }
+                (_, None) => read_outline(ctx, &real, name, false),
+            })
+        })
+        .into_iter()
+        .flatten()
+        .collect();
     if ctx.scope == Scope::Full {
         assign_ipv4(ctx, &mut out);
     }
