@@ -13,7 +13,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s ROOT LIST\n", argv[0]);
         return 2;
     }
-    int root = open(argv[1], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int root = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     FILE *list = fopen(argv[2], "r");
     if (root < 0 || !list) {
         perror("open");
