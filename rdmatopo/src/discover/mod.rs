@@ -44,13 +44,16 @@ pub enum Scope {
     /// What `rdmatopo gids` needs: RDMA devices with their PCI function, each port's
     /// `link_layer` and whole GID table (GIDs, types, netdevs), and this namespace's
     /// netdevs by name, function and kind. No NUMA, PCI attributes, other port or
-    /// netdev attributes, host or process facts, QoS or NVML/verbs facts.
+    /// netdev attributes, host or process facts, QoS or NVML/verbs facts. A netdev's
+    /// kind tells a VF by its `device/physfn` link only, so a VF whose PF is not
+    /// visible (a VM) reads as physical here.
     Gids,
     /// What `rdmatopo netdevs` needs (the `ibdev2netdev` relation): RDMA devices with
     /// their PCI function; per port the GID slots up to the first that names a netdev
     /// (types unread), and `link_layer` only when none does; this namespace's netdevs
     /// by name, function and kind, with `carrier`, `master` and bond for those named by
-    /// a port or on an RDMA device's function. Nothing else.
+    /// a port or on an RDMA device's function (kinds as in [`Scope::Gids`]). Nothing
+    /// else.
     PortNetdevs,
 }
 
@@ -248,25 +251,32 @@ impl Ctx<'_> {
         }
         let (fs, scope) = (self.fs, self.scope);
         let chunk = items.len().div_ceil(threads);
+        let run = |part: &[T]| {
+            let mut ctx = Ctx {
+                fs,
+                diags: Vec::new(),
+                scope,
+            };
+            let out: Vec<R> = part.iter().map(|item| f(&mut ctx, item)).collect();
+            (out, ctx.diags)
+        };
+        let run = &run;
         let parts: Vec<(Vec<R>, Vec<Diagnostic>)> = std::thread::scope(|s| {
-            let handles: Vec<_> = items
+            let started: Vec<_> = items
                 .chunks(chunk)
                 .map(|part| {
-                    let f = &f;
-                    s.spawn(move || {
-                        let mut ctx = Ctx {
-                            fs,
-                            diags: Vec::new(),
-                            scope,
-                        };
-                        let out: Vec<R> = part.iter().map(|item| f(&mut ctx, item)).collect();
-                        (out, ctx.diags)
-                    })
+                    // A pod at its pids limit cannot start a thread: that part is then
+                    // read on this one.
+                    let thread = std::thread::Builder::new().spawn_scoped(s, move || run(part));
+                    (part, thread.ok())
                 })
                 .collect();
-            handles
+            started
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .map(|(part, thread)| match thread {
+                    Some(t) => t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                    None => run(part),
+                })
                 .collect()
         });
         let mut out = Vec::with_capacity(items.len());
