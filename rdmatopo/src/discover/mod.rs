@@ -304,9 +304,19 @@ pub(crate) const FUNCTIONS_PER_THREAD: usize = 16;
 /// Most reading threads: sysfs lookups share kernel locks, so more stop paying.
 const MAX_THREADS: usize = 8;
 
+/// Threads for `items`: the CPUs this process may use, at most [`MAX_THREADS`] or
+/// `RDMATOPO_THREADS` (1: read on the calling thread only).
 fn worker_threads(items: usize, per_thread: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    cores.min(MAX_THREADS).min(items / per_thread.max(1)).max(1)
+    let cap = std::env::var("RDMATOPO_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(MAX_THREADS);
+    cores
+        .min(MAX_THREADS)
+        .min(cap)
+        .min(items / per_thread.max(1))
+        .max(1)
 }
 
 /// Order names naturally: `mlx5_2` before `mlx5_10`.
