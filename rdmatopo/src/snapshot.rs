@@ -155,7 +155,12 @@ impl Walker<'_> {
                 EntryKind::File if i + 1 == last => {
                     // Files whose read fails (EINVAL on empty GID slots, EACCES) stay
                     // absent, as in the fixtures.
-                    if let Ok(bytes) = self.fs.read_bytes(prefix, MAX_FILE_BYTES) {
+                    // Discovery's own bytes when it read the file whole.
+                    let bytes = match self.fs.recorded(prefix) {
+                        Some(b) => Ok(b),
+                        None => self.fs.read_bytes(prefix, MAX_FILE_BYTES),
+                    };
+                    if let Ok(bytes) = bytes {
                         self.entries.insert(real, MemEntry::File(bytes));
                     }
                 }

@@ -99,6 +99,9 @@ pub struct Sysfs {
     reads: std::sync::atomic::AtomicUsize,
     /// When recording, every logical path looked at (for `snapshot`).
     journal: Option<Mutex<std::collections::BTreeSet<String>>>,
+    /// When recording, the bytes of every file read whole, by logical path, so the
+    /// capture does not read them again.
+    kept: Option<Mutex<HashMap<String, Vec<u8>>>>,
 }
 
 impl std::fmt::Debug for Sysfs {
@@ -141,6 +144,7 @@ impl Sysfs {
             known_links: Mutex::new(HashSet::new()),
             reads: std::sync::atomic::AtomicUsize::new(0),
             journal: None,
+            kept: None,
         }
     }
 
@@ -148,7 +152,18 @@ impl Sysfs {
     /// snapshot can capture exactly what discovery needed.
     pub fn recording(mut self) -> Self {
         self.journal = Some(Mutex::new(std::collections::BTreeSet::new()));
+        self.kept = Some(Mutex::new(HashMap::new()));
         self
+    }
+
+    /// The bytes of `path` as a read since [`Sysfs::recording`] got them whole, if one did.
+    pub fn recorded(&self, path: &str) -> Option<Vec<u8>> {
+        self.kept
+            .as_ref()?
+            .lock()
+            .ok()?
+            .get(&normalize(path))
+            .cloned()
     }
 
     /// The logical paths touched since [`Sysfs::recording`] (sorted).
@@ -316,6 +331,11 @@ impl Sysfs {
                 path: path.to_string(),
                 limit,
             });
+        }
+        if let Some(kept) = &self.kept
+            && let Ok(mut kept) = kept.lock()
+        {
+            kept.insert(normalize(path), bytes.clone());
         }
         Ok(bytes)
     }
