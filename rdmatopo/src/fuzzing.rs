@@ -629,13 +629,25 @@ pub fn check_discovery(tree: MemTree) -> Option<Topology> {
                 }
         })
         .sum();
-    // The narrower scope `rdmatopo topo` reads with must hold up on the same tree. (Its
-    // matrix may differ from the full one's on a broken tree: it does not read the
-    // vendor of most functions, so it keeps some the full scope drops.)
-    let narrow = Sysfs::memory(tree.clone(), "fuzz");
-    if let Ok(t) = crate::discover_scope(&narrow, crate::Scope::Affinity) {
-        assert!(t.pci.len() <= n && t.rdma_devices.len() <= n);
-        let _ = TopoMatrix::for_topology(&t).to_table(false);
+    // The narrower scopes `topo`, `gids` and `netdevs` read with must hold up on the
+    // same tree. (The affinity matrix may differ from the full one's on a broken tree:
+    // that scope does not read the vendor of most functions, so it keeps some the full
+    // scope drops.)
+    for scope in [
+        crate::Scope::Affinity,
+        crate::Scope::Gids,
+        crate::Scope::PortNetdevs,
+    ] {
+        let narrow = Sysfs::memory(tree.clone(), "fuzz");
+        if let Ok(t) = crate::discover_scope(&narrow, scope) {
+            assert!(t.pci.len() <= n && t.rdma_devices.len() <= n && t.netdevs.len() <= n);
+            let _ = TopoMatrix::for_topology(&t).to_table(false);
+            for d in &t.rdma_devices {
+                for p in &d.ports {
+                    let _ = crate::analysis::gid::choose_gid(&t, &d.name, p.number);
+                }
+            }
+        }
     }
     let fs = Sysfs::memory(tree, "fuzz");
     let topo = crate::discover_fs(&fs).ok()?;

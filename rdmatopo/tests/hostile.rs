@@ -640,7 +640,10 @@ fn every_hostile_file_at_once_through_the_cli() {
         .unwrap();
     t.write(&format!("{PF}/numa_node"), b"\xff\xfe\x00garbage");
     t.link("/sys/class/net/gone", "../../devices/virtual/net/gone");
-    for cmd in ["topo", "inventory"] {
+    // What the narrow scopes of `gids` and `netdevs` read first.
+    t.fifo(&format!("{IB}/ports/1/gids/0"));
+    t.write(&format!("{IB}/ports/1/link_layer"), b"\x00\x01bogus");
+    for cmd in ["topo", "inventory", "gids", "netdevs"] {
         for format in ["table", "json"] {
             let root = t.root();
             let (code, out, err, _) =
