@@ -7,7 +7,7 @@
 //! node, SYS = across NUMA nodes. NVLink makes GPU pairs `NV<n>`.
 
 use super::AnalysisError;
-use crate::model::{NvLink, NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
+use crate::model::{NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
 use crate::parse::{CpuSet, PciAddr};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Deserialize, Serialize};
@@ -204,34 +204,47 @@ impl<'a> Endpoint<'a> {
     }
 }
 
-/// Number of active NVLinks from GPU `a` to GPU `b` (direct, or both on NVSwitches).
-fn nvlinks_between(topo: &Topology, a: PciAddr, b: PciAddr) -> u32 {
-    let Some(nvml) = &topo.nvml else { return 0 };
-    let (Some(ga), Some(gb)) = (nvml.gpu(a), nvml.gpu(b)) else {
-        return 0;
-    };
-    let la: Vec<&NvLink> = ga.nvlinks.iter().filter(|l| l.active).collect();
-    let lb: Vec<&NvLink> = gb.nvlinks.iter().filter(|l| l.active).collect();
-    let direct = la
-        .iter()
-        .filter(|l| {
-            l.remote_bus_id
-                .as_deref()
-                .and_then(|r| r.parse::<PciAddr>().ok())
-                == Some(b)
+/// A GPU's active NVLinks as the matrix needs them, read from NVML's facts once per GPU.
+struct GpuLinks {
+    /// The peer at the far end of each active direct link.
+    peers: Vec<Option<PciAddr>>,
+    /// Active links that end on an NVSwitch.
+    to_switch: usize,
+}
+
+impl GpuLinks {
+    fn of(topo: &Topology, gpu: PciAddr) -> Option<Self> {
+        let g = topo.nvml.as_ref()?.gpu(gpu)?;
+        let active = || g.nvlinks.iter().filter(|l| l.active);
+        Some(Self {
+            peers: active()
+                .map(|l| l.remote_bus_id.as_deref().and_then(|r| r.parse().ok()))
+                .collect(),
+            to_switch: active()
+                .filter(|l| l.remote_kind == NvLinkRemote::Nvswitch)
+                .count(),
         })
-        .count();
-    if direct > 0 {
-        return direct as u32;
     }
-    // Through NVSwitches: nvidia-smi reports the bonded links of the pair, the smaller
-    // side's switch-link count.
-    let to_switch = |ls: &[&NvLink]| {
-        ls.iter()
-            .filter(|l| l.remote_kind == NvLinkRemote::Nvswitch)
-            .count()
-    };
-    to_switch(&la).min(to_switch(&lb)) as u32
+
+    /// Number of active NVLinks from this GPU to GPU `b` at `b_pci` (direct, or both on
+    /// NVSwitches: nvidia-smi reports the bonded links of the pair, the smaller side's
+    /// switch-link count).
+    fn to(&self, b_pci: PciAddr, b: &Self) -> u32 {
+        let direct = self.peers.iter().filter(|p| **p == Some(b_pci)).count();
+        if direct > 0 {
+            return direct as u32;
+        }
+        self.to_switch.min(b.to_switch) as u32
+    }
+}
+
+/// Number of active NVLinks from GPU `a` to GPU `b`.
+#[cfg(test)]
+fn nvlinks_between(topo: &Topology, a: PciAddr, b: PciAddr) -> u32 {
+    match (GpuLinks::of(topo, a), GpuLinks::of(topo, b)) {
+        (Some(la), Some(lb)) => la.to(b, &lb),
+        _ => 0,
+    }
 }
 
 /// One row/column of the matrix.
@@ -357,6 +370,14 @@ impl TopoMatrix {
     ) -> Vec<Option<PathClass>> {
         let n = devices.len();
         let mut cells = vec![None; n * n];
+        let links: Vec<Option<GpuLinks>> = devices
+            .iter()
+            .map(|d| {
+                (d.kind == "gpu")
+                    .then(|| GpuLinks::of(topo, d.pci))
+                    .flatten()
+            })
+            .collect();
         for (i, (a, ea)) in devices.iter().zip(ends).enumerate() {
             cells[i * n + i] = Some(PathClass::X);
             for (j, (b, eb)) in devices.iter().zip(ends).enumerate().skip(i + 1) {
@@ -365,14 +386,14 @@ impl TopoMatrix {
                     _ => PathClass::Sys,
                 };
                 let (mut ab, mut ba) = (pcie, pcie);
-                if a.kind == "gpu" && b.kind == "gpu" {
-                    let links = nvlinks_between(topo, a.pci, b.pci);
-                    if links > 0 {
-                        ab = PathClass::Nv(links);
+                if let (Some(la), Some(lb)) = (&links[i], &links[j]) {
+                    let n_ab = la.to(b.pci, lb);
+                    if n_ab > 0 {
+                        ab = PathClass::Nv(n_ab);
                     }
-                    let links = nvlinks_between(topo, b.pci, a.pci);
-                    if links > 0 {
-                        ba = PathClass::Nv(links);
+                    let n_ba = lb.to(a.pci, la);
+                    if n_ba > 0 {
+                        ba = PathClass::Nv(n_ba);
                     }
                 }
                 cells[i * n + j] = Some(ab);

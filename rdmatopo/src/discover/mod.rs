@@ -307,7 +307,9 @@ const MAX_THREADS: usize = 8;
 /// Threads for `items`: the CPUs this process may use, at most [`MAX_THREADS`] or
 /// `RDMATOPO_THREADS` (1: read on the calling thread only).
 fn worker_threads(items: usize, per_thread: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    // Asked once: on Linux the answer costs reads of the cgroup's CPU quota.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
     let cap = std::env::var("RDMATOPO_THREADS")
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())

@@ -61,6 +61,26 @@ impl fmt::Debug for PciAddr {
 }
 
 impl PciAddr {
+    /// The kernel's own spelling, `dddd:bb:dd.f` in lower- or upper-case hex, without
+    /// the general parser's splitting (sysfs paths hold thousands of them).
+    fn from_sysfs_form(b: &[u8]) -> Option<Self> {
+        let [d0, d1, d2, d3, b':', b0, b1, b':', v0, v1, b'.', f] = *b else {
+            return None;
+        };
+        let hex = |c: u8| (c as char).to_digit(16);
+        let num = |digits: &[u8]| {
+            digits
+                .iter()
+                .try_fold(0u32, |acc, &c| Some(acc * 16 + hex(c)?))
+        };
+        let domain = num(&[d0, d1, d2, d3])?;
+        let bus = num(&[b0, b1])?;
+        let device = num(&[v0, v1])?;
+        let function = hex(f)?;
+        (device <= 0x1f && function <= 7)
+            .then(|| Self::new(domain, bus as u8, device as u8, function as u8))
+    }
+
     /// A path component that is a PCI address (`0000:3b:00.0`), else `None`. Most
     /// components of a sysfs path are not: they are refused on their shape, without
     /// building an error.
@@ -77,6 +97,9 @@ impl std::str::FromStr for PciAddr {
 
     /// Accepts `0000:3b:00.0`, NVML's `00000000:3B:00.0`, and `3b:00.0` (domain 0).
     fn from_str(text: &str) -> Result<Self, ParseError> {
+        if let Some(addr) = Self::from_sysfs_form(text.as_bytes()) {
+            return Ok(addr);
+        }
         // Called on every component of every sysfs path walked, most of which are not
         // addresses: no allocation unless the text is refused.
         let err = |r: &str| ParseError::new("PCI address", text, r);
@@ -200,6 +223,28 @@ pub fn parse_hex_u16(what: &'static str, text: &str) -> Result<u16, ParseError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast path for the kernel's spelling agrees with the general parser, which a
+    /// leading space forces (it trims first).
+    #[test]
+    fn the_sysfs_form_fast_path_agrees_with_the_general_parser() {
+        for text in [
+            "0000:3b:00.0",
+            "0000:3B:1F.7",
+            "abcd:ff:1f.7",
+            "0000:00:20.0",
+            "0000:00:1f.8",
+            "0000:0g:00.0",
+            "000g:00:00.0",
+            "0000-00:00.0",
+            "0000:00:00:0",
+            "+000:00:00.0",
+        ] {
+            let fast = text.parse::<PciAddr>().ok();
+            let general = format!(" {text}").parse::<PciAddr>().ok();
+            assert_eq!(fast, general, "{text}");
+        }
+    }
 
     #[test]
     fn addresses_in_every_form() {
