@@ -39,14 +39,23 @@ fn is_host_bridge_name(c: &str) -> bool {
 
 /// Host bridge name and the chain of PCI addresses (top first) in a canonical path.
 fn chain_of(path: &str) -> Option<(String, String, Vec<PciAddr>)> {
-    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
-    let hb = comps.iter().rposition(|c| is_host_bridge_name(c))?;
-    let hb_path = format!("/{}", comps[..=hb].join("/"));
-    let chain = comps[hb + 1..]
-        .iter()
-        .map_while(|c| PciAddr::from_component(c))
+    // The last host-bridge component, by byte range (the path is canonical: no empty
+    // components, so the bridge's own path is a prefix of it).
+    let mut bridge = None;
+    let mut at = 0;
+    for c in path.split('/') {
+        if is_host_bridge_name(c) {
+            bridge = Some((at, at + c.len()));
+        }
+        at += c.len() + 1;
+    }
+    let (start, end) = bridge?;
+    let chain = path[end..]
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .map_while(PciAddr::from_component)
         .collect();
-    Some((comps[hb].to_string(), hb_path, chain))
+    Some((path[start..end].to_string(), path[..end].to_string(), chain))
 }
 
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {

@@ -12,7 +12,7 @@ mod mem;
 pub use backend::{Backend, DirBackend, EntryKind};
 pub use mem::{MemEntry, MemTree};
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::io;
 use std::path::Path;
 use std::sync::Mutex;
@@ -140,8 +140,8 @@ impl Sysfs {
             backend,
             label,
             live,
-            resolved: Mutex::new(HashMap::new()),
-            known_links: Mutex::new(HashSet::new()),
+            resolved: Mutex::new(HashMap::default()),
+            known_links: Mutex::new(HashSet::default()),
             reads: std::sync::atomic::AtomicUsize::new(0),
             journal: None,
             kept: None,
@@ -152,7 +152,7 @@ impl Sysfs {
     /// snapshot can capture exactly what discovery needed.
     pub fn recording(mut self) -> Self {
         self.journal = Some(Mutex::new(std::collections::BTreeSet::new()));
-        self.kept = Some(Mutex::new(HashMap::new()));
+        self.kept = Some(Mutex::new(HashMap::default()));
         self
     }
 
@@ -216,7 +216,7 @@ impl Sysfs {
     }
 
     fn resolve(&self, path: &str, follow_last: bool) -> Result<String, SysfsError> {
-        let normalized = normalize(path);
+        let normalized = normalized(path);
         if let Some(hit) = self.cache_get(&normalized) {
             return Ok(hit);
         }
@@ -247,7 +247,7 @@ impl Sysfs {
                 }
                 _ => {}
             }
-            let candidate = format!("{done}/{comp}");
+            let candidate = join_slash(&done, &comp);
             if pending.is_empty() && !follow_last {
                 done = candidate;
                 break;
@@ -296,7 +296,7 @@ impl Sysfs {
         // Only directories are remembered: each file is read once, and a cache of every
         // attribute path would grow with the tree.
         if follow_last && is_dir {
-            self.cache_put(normalized, done.clone());
+            self.cache_put(normalized.into_owned(), done.clone());
         }
         Ok(done)
     }
@@ -467,10 +467,22 @@ impl Sysfs {
 /// Join a logical directory and a name.
 pub fn join(dir: &str, name: &str) -> String {
     if dir.ends_with('/') {
-        format!("{dir}{name}")
+        let mut out = String::with_capacity(dir.len() + name.len());
+        out.push_str(dir);
+        out.push_str(name);
+        out
     } else {
-        format!("{dir}/{name}")
+        join_slash(dir, name)
     }
+}
+
+/// `dir/name`, built without the formatting machinery (it runs for every file read).
+fn join_slash(dir: &str, name: &str) -> String {
+    let mut out = String::with_capacity(dir.len() + 1 + name.len());
+    out.push_str(dir);
+    out.push('/');
+    out.push_str(name);
+    out
 }
 
 /// A canonical path in `resolve`'s form: `""` for the root, else `/a/b`.
@@ -480,6 +492,22 @@ fn below_root(path: String) -> String {
 
 fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {
     path.split('/').filter(|c| !c.is_empty())
+}
+
+/// `path` in [`normalize`]d form, without a copy when it is already (the usual case:
+/// discovery builds its paths with [`join`]).
+fn normalized(path: &str) -> std::borrow::Cow<'_, str> {
+    let already = path == "/"
+        || (path.starts_with('/')
+            && !path.ends_with('/')
+            && !path.contains("//")
+            && !path.contains("/./")
+            && !path.ends_with("/."));
+    if already {
+        std::borrow::Cow::Borrowed(path)
+    } else {
+        std::borrow::Cow::Owned(normalize(path))
+    }
 }
 
 fn normalize(path: &str) -> String {
