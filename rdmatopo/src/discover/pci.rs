@@ -37,6 +37,9 @@ fn is_host_bridge_name(c: &str) -> bool {
         })
 }
 
+/// A function's host bridge (`pci0000:00`, or `unknown`) and parent function.
+type Place = (String, Option<PciAddr>);
+
 /// Host bridge name and the chain of PCI addresses (top first) in a canonical path.
 fn chain_of(path: &str) -> Option<(String, String, Vec<PciAddr>)> {
     // The last host-bridge component, by byte range (the path is canonical: no empty
@@ -81,25 +84,42 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         }
     });
     let mut paths: BTreeMap<PciAddr, String> = resolved.into_iter().flatten().collect();
-    // Bridges named in a device's path but absent from the bus listing (partial captures).
-    let listed: Vec<String> = paths.values().cloned().collect();
-    let mut bridges: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for path in &listed {
+    // Each function's place (host bridge, parent) from its canonical path, and bridges
+    // named in a device's path but absent from the bus listing (partial captures).
+    let listed: Vec<(PciAddr, String)> = paths.iter().map(|(a, p)| (*a, p.clone())).collect();
+    let mut places: BTreeMap<PciAddr, Place> = BTreeMap::new();
+    let mut bridges: BTreeMap<String, String> = BTreeMap::new();
+    for (addr, path) in &listed {
         let Some((hb, hb_path, chain)) = chain_of(path) else {
+            places.insert(*addr, ("unknown".to_string(), None));
             continue;
         };
-        bridges.entry(hb.clone()).or_insert((hb_path.clone(), hb));
+        let parent_at = |i: usize| i.checked_sub(1).map(|p| chain[p]);
+        let own = chain.iter().position(|a| a == addr).and_then(parent_at);
+        places.insert(*addr, (hb.clone(), own));
+        bridges.entry(hb.clone()).or_insert_with(|| hb_path.clone());
         let mut dir = hb_path;
-        for a in chain {
+        for (i, a) in chain.iter().enumerate() {
             dir = join(&dir, &a.to_string());
-            paths.entry(a).or_insert_with(|| dir.clone());
+            if !paths.contains_key(a) {
+                paths.insert(*a, dir.clone());
+                places.insert(*a, (hb.clone(), parent_at(i)));
+            }
         }
     }
-    let paths: Vec<(PciAddr, String)> = paths.into_iter().collect();
-    let mut functions: Vec<PciFunction> = ctx
-        .par_map(&paths, super::FUNCTIONS_PER_THREAD, |ctx, (addr, path)| {
-            read_function(ctx, *addr, path, nics.as_ref())
+    let paths: Vec<(PciAddr, String, Place)> = paths
+        .into_iter()
+        .map(|(a, p)| {
+            let place = places.remove(&a).unwrap_or(("unknown".to_string(), None));
+            (a, p, place)
         })
+        .collect();
+    let mut functions: Vec<PciFunction> = ctx
+        .par_map(
+            &paths,
+            super::FUNCTIONS_PER_THREAD,
+            |ctx, (addr, path, place)| read_function(ctx, *addr, path, place, nics.as_ref()),
+        )
         .into_iter()
         .flatten()
         .collect();
@@ -111,7 +131,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     forget_unknown_numa_nodes(ctx, topo, &mut functions);
     topo.host_bridges = bridges
         .into_iter()
-        .map(|(name, (path, _))| {
+        .map(|(name, path)| {
             let numa_node = functions
                 .iter()
                 .filter(|f| f.host_bridge == name)
@@ -174,15 +194,10 @@ fn read_function(
     ctx: &mut Ctx,
     address: PciAddr,
     path: &str,
+    (host_bridge, parent): &Place,
     nics: Option<&BTreeSet<PciAddr>>,
 ) -> Option<PciFunction> {
-    let (host_bridge, parent) = match chain_of(path) {
-        Some((hb, _, chain)) => {
-            let pos = chain.iter().position(|a| *a == address);
-            (hb, pos.and_then(|p| p.checked_sub(1)).map(|p| chain[p]))
-        }
-        None => ("unknown".to_string(), None),
-    };
+    let (host_bridge, parent) = (host_bridge.clone(), *parent);
     let at = |name: &str| join(path, name);
     let full = nics.is_none();
     let is_nic = nics.is_some_and(|n| n.contains(&address));
