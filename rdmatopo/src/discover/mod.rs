@@ -49,11 +49,11 @@ pub enum Scope {
     /// visible (a VM) reads as physical here.
     Gids,
     /// What `rdmatopo netdevs` needs (the `ibdev2netdev` relation): RDMA devices with
-    /// their PCI function; per port the GID slots up to the first that names a netdev
-    /// (types unread), and `link_layer` only when none does; this namespace's netdevs
-    /// by name, function and kind, with `carrier`, `master` and bond for those named by
-    /// a port or on an RDMA device's function (kinds as in [`Scope::Gids`]). Nothing
-    /// else.
+    /// their PCI function; per port its `link_layer` and, unless that is InfiniBand
+    /// (whose GIDs name no netdev), the GID slots up to the first that names a netdev
+    /// (types unread); this namespace's netdevs by name, function and kind, with
+    /// `carrier`, `master` and bond for those named by a port or on an RDMA device's
+    /// function (kinds as in [`Scope::Gids`]). Nothing else.
     PortNetdevs,
 }
 
