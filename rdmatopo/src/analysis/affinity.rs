@@ -238,13 +238,35 @@ impl GpuLinks {
     }
 }
 
-/// Number of active NVLinks from GPU `a` to GPU `b`.
+/// Number of active NVLinks from GPU `a` to GPU `b`, computed afresh for each pair as
+/// the matrix did before [`GpuLinks`]: the tests' independent reference.
 #[cfg(test)]
 fn nvlinks_between(topo: &Topology, a: PciAddr, b: PciAddr) -> u32 {
-    match (GpuLinks::of(topo, a), GpuLinks::of(topo, b)) {
-        (Some(la), Some(lb)) => la.to(b, &lb),
-        _ => 0,
+    let Some(nvml) = &topo.nvml else { return 0 };
+    let (Some(ga), Some(gb)) = (nvml.gpu(a), nvml.gpu(b)) else {
+        return 0;
+    };
+    let direct = ga
+        .nvlinks
+        .iter()
+        .filter(|l| l.active)
+        .filter(|l| {
+            l.remote_bus_id
+                .as_deref()
+                .and_then(|r| r.parse::<PciAddr>().ok())
+                == Some(b)
+        })
+        .count();
+    if direct > 0 {
+        return direct as u32;
     }
+    let to_switch = |g: &crate::model::NvmlGpu| {
+        g.nvlinks
+            .iter()
+            .filter(|l| l.active && l.remote_kind == NvLinkRemote::Nvswitch)
+            .count()
+    };
+    to_switch(ga).min(to_switch(gb)) as u32
 }
 
 /// One row/column of the matrix.
