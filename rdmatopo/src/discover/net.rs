@@ -43,16 +43,14 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
                 }
             };
             let name = name.clone();
-            Some(match (ctx.scope, &wanted) {
-                (Scope::Full, _) => read_netdev(ctx, &real, name, seen),
-                (_, Some((names, functions))) => {
-                    let pci = function_of(&real);
-                    let detail = names.contains(name.as_str())
-                        || pci.is_some_and(|a| functions.contains(&a));
-                    read_outline(ctx, &real, name, detail)
-                }
-                (_, None) => read_outline(ctx, &real, name, false),
-            })
+            if ctx.scope == Scope::Full {
+                return Some(read_netdev(ctx, &real, name, seen));
+            }
+            let pci = function_of(&real);
+            let detail = wanted.as_ref().is_some_and(|(names, functions)| {
+                names.contains(name.as_str()) || pci.is_some_and(|a| functions.contains(&a))
+            });
+            Some(read_outline(ctx, &real, name, pci, detail))
         })
         .into_iter()
         .flatten()
@@ -101,11 +99,16 @@ fn read_bond(ctx: &mut Ctx, dir: &str) -> Option<Bond> {
     })
 }
 
-/// A netdev for the narrow scopes: name, function and kind from the canonical path and
-/// links (`device/physfn` tells a VF); with `detail`, also `carrier`, `master` and bond.
-fn read_outline(ctx: &mut Ctx, dir: &str, name: String, detail: bool) -> Netdev {
+/// A netdev for the narrow scopes: name, function (`pci`, from the canonical path) and
+/// kind (`device/physfn` tells a VF); with `detail`, also `carrier`, `master` and bond.
+fn read_outline(
+    ctx: &mut Ctx,
+    dir: &str,
+    name: String,
+    pci: Option<PciAddr>,
+    detail: bool,
+) -> Netdev {
     let at = |f: &str| join(dir, f);
-    let pci = function_of(dir);
     let is_vf = pci.is_some() && ctx.fs.exists(&at("device/physfn"));
     let bond = if detail { read_bond(ctx, dir) } else { None };
     let is_bond = bond.is_some() || (!detail && ctx.fs.exists(&at("bonding")));
