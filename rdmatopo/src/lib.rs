@@ -103,12 +103,7 @@ pub fn discover_fs(fs: &Sysfs) -> Result<Topology, Error> {
 /// # Errors
 /// When the root holds no sysfs.
 pub fn discover_scope(fs: &Sysfs, scope: Scope) -> Result<Topology, Error> {
-    // Loading libnvidia-ml costs more than a narrow scope's whole read.
-    let sources = if scope.reads_machine() {
-        sources::default_sources(fs)
-    } else {
-        Vec::new()
-    };
+    let sources = sources::default_sources(fs);
     let mut d = Discoverer::new(fs).scope(scope);
     for s in &sources {
         d = d.source(s.as_ref());

@@ -130,6 +130,8 @@ impl<'a> Discoverer<'a> {
         if self.scope == Scope::Full {
             qos::read_qos(&mut ctx, &mut topo);
         }
+        // Narrow scopes never collect: loading libnvidia-ml would cost more than their
+        // whole read.
         let sources = if self.scope.reads_machine() {
             &self.sources[..]
         } else {

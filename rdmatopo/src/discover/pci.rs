@@ -83,36 +83,35 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             }
         }
     });
-    let mut paths: BTreeMap<PciAddr, String> = resolved.into_iter().flatten().collect();
-    // Each function's place (host bridge, parent) from its canonical path, and bridges
-    // named in a device's path but absent from the bus listing (partial captures).
-    let listed: Vec<(PciAddr, String)> = paths.iter().map(|(a, p)| (*a, p.clone())).collect();
-    let mut places: BTreeMap<PciAddr, Place> = BTreeMap::new();
+    let listed: BTreeMap<PciAddr, String> = resolved.into_iter().flatten().collect();
+    // Each function's path and place (host bridge, parent) from its canonical path, and
+    // bridges named in a device's path but absent from the bus listing (partial captures).
+    let mut found: BTreeMap<PciAddr, (String, Place)> = BTreeMap::new();
     let mut bridges: BTreeMap<String, String> = BTreeMap::new();
     for (addr, path) in &listed {
-        let Some((hb, hb_path, chain)) = chain_of(path) else {
-            places.insert(*addr, ("unknown".to_string(), None));
-            continue;
-        };
-        let parent_at = |i: usize| i.checked_sub(1).map(|p| chain[p]);
-        let own = chain.iter().position(|a| a == addr).and_then(parent_at);
-        places.insert(*addr, (hb.clone(), own));
-        bridges.entry(hb.clone()).or_insert_with(|| hb_path.clone());
-        let mut dir = hb_path;
-        for (i, a) in chain.iter().enumerate() {
-            dir = join(&dir, &a.to_string());
-            if !paths.contains_key(a) {
-                paths.insert(*a, dir.clone());
-                places.insert(*a, (hb.clone(), parent_at(i)));
+        let place = match chain_of(path) {
+            None => ("unknown".to_string(), None),
+            Some((hb, hb_path, chain)) => {
+                let parent_at = |i: usize| i.checked_sub(1).map(|p| chain[p]);
+                let mut dir = hb_path.clone();
+                for (i, a) in chain.iter().enumerate() {
+                    dir = join(&dir, &a.to_string());
+                    if !listed.contains_key(a) {
+                        found
+                            .entry(*a)
+                            .or_insert_with(|| (dir.clone(), (hb.clone(), parent_at(i))));
+                    }
+                }
+                let own = chain.iter().position(|a| a == addr).and_then(parent_at);
+                bridges.entry(hb.clone()).or_insert(hb_path);
+                (hb, own)
             }
-        }
+        };
+        found.insert(*addr, (path.clone(), place));
     }
-    let paths: Vec<(PciAddr, String, Place)> = paths
+    let paths: Vec<(PciAddr, String, Place)> = found
         .into_iter()
-        .map(|(a, p)| {
-            let place = places.remove(&a).unwrap_or(("unknown".to_string(), None));
-            (a, p, place)
-        })
+        .map(|(a, (path, place))| (a, path, place))
         .collect();
     let mut functions: Vec<PciFunction> = ctx
         .par_map(
