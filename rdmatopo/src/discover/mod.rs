@@ -33,8 +33,10 @@ pub enum Scope {
     #[default]
     Full,
     /// What the GPU/NIC affinity matrix and the host/container decision need, and no
-    /// more: NUMA nodes; the PCI tree with every function's class, and vendor and
-    /// device ids of display functions and RDMA devices' functions (0 elsewhere);
+    /// more: NUMA nodes; the PCI tree with every function's class (a function with
+    /// functions below it is a PCI-to-PCI bridge by the tree: recorded as `0x060400`
+    /// without reading), and vendor and device ids of display functions and RDMA
+    /// devices' functions (0 elsewhere);
     /// `numa_node` and `local_cpulist` of GPUs and of RDMA devices' functions, and
     /// each host bridge's node; each RDMA device's PCI function; the process's view;
     /// NVML facts. Ports, GID tables, netdevs, link state, SR-IOV, drivers, ACS, QoS
@@ -184,7 +186,17 @@ impl Ctx<'_> {
         parse: impl FnOnce(&str) -> Result<T, ParseError>,
     ) -> Option<T> {
         let text = self.text(path, optional)?;
-        match parse(&text) {
+        self.parsed(path, &text, parse)
+    }
+
+    /// Parse an attribute's text; unparsable: `None` and a diagnostic naming the path.
+    pub fn parsed<T>(
+        &mut self,
+        path: &str,
+        text: &str,
+        parse: impl FnOnce(&str) -> Result<T, ParseError>,
+    ) -> Option<T> {
+        match parse(text) {
             Ok(v) => Some(v),
             Err(e) => {
                 self.diags.push(Diagnostic::new(
@@ -239,8 +251,10 @@ impl Ctx<'_> {
 
     /// `f` over `items`, in order, spread over a few threads when each would get at
     /// least `per_thread` items: sysfs reads are system calls, and the machines this
-    /// runs on have many cores. Each thread collects its own diagnostics; they are
-    /// appended in item order, so the result is the same as a sequential run's.
+    /// runs on have many cores. Threads, this one included, take the next few items
+    /// as they finish (items differ in cost: a bridge is not read at all in
+    /// [`Scope::Affinity`]). Each item's diagnostics are kept with it and appended in
+    /// item order, so the result is the same as a sequential run's.
     pub fn par_map<T: Sync, R: Send>(
         &mut self,
         items: &[T],
@@ -252,38 +266,47 @@ impl Ctx<'_> {
             return items.iter().map(|item| f(self, item)).collect();
         }
         let (fs, scope) = (self.fs, self.scope);
-        let chunk = items.len().div_ceil(threads);
-        let run = |part: &[T]| {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || {
             let mut ctx = Ctx {
                 fs,
                 diags: Vec::new(),
                 scope,
             };
-            let out: Vec<R> = part.iter().map(|item| f(&mut ctx, item)).collect();
-            (out, ctx.diags)
+            let mut done = Vec::new();
+            loop {
+                let start = next.fetch_add(ITEMS_PER_TAKE, std::sync::atomic::Ordering::Relaxed);
+                let Some(taken) = items.get(start..(start + ITEMS_PER_TAKE).min(items.len()))
+                else {
+                    break;
+                };
+                for (i, item) in (start..).zip(taken) {
+                    let result = f(&mut ctx, item);
+                    done.push((i, result, std::mem::take(&mut ctx.diags)));
+                }
+            }
+            done
         };
-        let run = &run;
-        let parts: Vec<(Vec<R>, Vec<Diagnostic>)> = std::thread::scope(|s| {
-            let started: Vec<_> = items
-                .chunks(chunk)
-                .map(|part| {
-                    // A pod at its pids limit cannot start a thread: that part is then
-                    // read on this one.
-                    let thread = std::thread::Builder::new().spawn_scoped(s, move || run(part));
-                    (part, thread.ok())
-                })
+        let work = &work;
+        let mut done = std::thread::scope(|s| {
+            // A pod at its pids limit cannot start a thread: this one then does more.
+            let helpers: Vec<_> = (1..threads)
+                .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, work).ok())
                 .collect();
-            started
-                .into_iter()
-                .map(|(part, thread)| match thread {
-                    Some(t) => t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                    None => run(part),
-                })
-                .collect()
+            let mut done = work();
+            for helper in helpers {
+                done.extend(
+                    helper
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
+            }
+            done
         });
+        done.sort_unstable_by_key(|(i, ..)| *i);
         let mut out = Vec::with_capacity(items.len());
-        for (results, diags) in parts {
-            out.extend(results);
+        for (_, result, diags) in done {
+            out.push(result);
             self.diags.extend(diags);
         }
         out
@@ -303,6 +326,8 @@ impl Ctx<'_> {
 /// PCI functions per thread below which another thread costs more than it saves (a
 /// thread starts in tens of microseconds; a sysfs file takes a few to read).
 pub(crate) const FUNCTIONS_PER_THREAD: usize = 16;
+/// Items a thread takes at a time in [`Ctx::par_map`].
+const ITEMS_PER_TAKE: usize = 4;
 /// Most reading threads: sysfs lookups share kernel locks, so more stop paying.
 const MAX_THREADS: usize = 8;
 

@@ -6,10 +6,13 @@ use crate::parse::{
     AcsState, PciAddr, parse_acs, parse_cpulist, parse_dec, parse_hex_u16, parse_hex_u32,
     parse_link_speed, parse_numa_node,
 };
-use crate::sysfs::join;
+use crate::sysfs::{SysfsError, join};
 use std::collections::{BTreeMap, BTreeSet};
 
 const BUS_DIR: &str = "/sys/bus/pci/devices";
+/// `class` of a PCI-to-PCI bridge (normal decode), recorded in [`Scope::Affinity`] for
+/// functions with functions below them, without reading it.
+const PCI_BRIDGE_CLASS: u32 = 0x060400;
 
 /// Device ids of SR-IOV virtual functions, recognised even when the PF is not visible
 /// (a VF passed into a VM or a pod).
@@ -75,7 +78,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             ));
             return None;
         };
-        match ctx.fs.canonicalize(&join(BUS_DIR, name)) {
+        match ctx.fs.resolve_for_reads(&join(BUS_DIR, name)) {
             Ok(p) => Some((addr, p)),
             Err(e) => {
                 ctx.unreadable(&e);
@@ -88,6 +91,8 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // bridges named in a device's path but absent from the bus listing (partial captures).
     let mut found: BTreeMap<PciAddr, (String, Place)> = BTreeMap::new();
     let mut bridges: BTreeMap<String, String> = BTreeMap::new();
+    // Functions with functions below them: PCI-to-PCI bridges, by the tree itself.
+    let mut parents: BTreeSet<PciAddr> = BTreeSet::new();
     for (addr, path) in &listed {
         let place = match chain_of(path) {
             None => ("unknown".to_string(), None),
@@ -103,6 +108,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
                     }
                 }
                 let own = chain.iter().position(|a| a == addr).and_then(parent_at);
+                parents.extend(own);
                 bridges.entry(hb.clone()).or_insert(hb_path);
                 (hb, own)
             }
@@ -113,11 +119,25 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         .into_iter()
         .map(|(a, (path, place))| (a, path, place))
         .collect();
+    let origin = |addr: &PciAddr, path: &str| {
+        if listed.contains_key(addr) {
+            join(BUS_DIR, &addr.to_string())
+        } else {
+            path.to_string()
+        }
+    };
     let mut functions: Vec<PciFunction> = ctx
         .par_map(
             &paths,
             super::FUNCTIONS_PER_THREAD,
-            |ctx, (addr, path, place)| read_function(ctx, *addr, path, place, nics.as_ref()),
+            |ctx, (addr, path, place)| {
+                let class = if nics.is_some() && parents.contains(addr) {
+                    Some(Some(PCI_BRIDGE_CLASS))
+                } else {
+                    read_class(ctx, path, &origin(addr, path))
+                }?;
+                read_function(ctx, *addr, path, class, place, nics.as_ref())
+            },
         )
         .into_iter()
         .flatten()
@@ -187,12 +207,41 @@ fn forget_unknown_numa_nodes(ctx: &mut Ctx, topo: &Topology, functions: &mut [Pc
     }
 }
 
-/// One function. With `nics` (the affinity scope), only the tree's facts are read, and
-/// `local_cpulist` for GPUs and the functions in `nics`.
+/// A function's `class`, the first file read beneath its path. The path was taken from
+/// a link target without checking each directory ([`crate::sysfs::Sysfs::resolve_for_reads`]);
+/// this read checks it. `None` when the path itself is bad (a device unplugged since the
+/// listing, a link leading out of the tree), with a diagnostic naming `origin` (the bus
+/// link) rather than the attribute; `Some(None)` when only the attribute is.
+fn read_class(ctx: &mut Ctx, path: &str, origin: &str) -> Option<Option<u32>> {
+    let file = join(path, "class");
+    let e = match ctx.fs.read(&file) {
+        Ok(text) => {
+            let text = text.trim_end_matches(['\n', '\0']);
+            return Some(ctx.parsed(&file, text, |t| parse_hex_u32("class", t)));
+        }
+        Err(e) => e,
+    };
+    let bad_path = matches!(
+        e,
+        SysfsError::NotFound { .. }
+            | SysfsError::SymlinkLoop { .. }
+            | SysfsError::NotADirectory { .. }
+    );
+    if bad_path && let Err(origin_error) = ctx.fs.canonicalize(origin) {
+        ctx.unreadable(&origin_error);
+        return None;
+    }
+    ctx.unreadable(&e);
+    Some(None)
+}
+
+/// One function (`class` read already, `None` when unreadable). With `nics` (the affinity scope), only the
+/// tree's facts are read, and `local_cpulist` for GPUs and the functions in `nics`.
 fn read_function(
     ctx: &mut Ctx,
     address: PciAddr,
     path: &str,
+    class: Option<u32>,
     (host_bridge, parent): &Place,
     nics: Option<&BTreeSet<PciAddr>>,
 ) -> Option<PciFunction> {
@@ -202,18 +251,12 @@ fn read_function(
     let is_nic = nics.is_some_and(|n| n.contains(&address));
     let vendor_of = |ctx: &mut Ctx| ctx.attr(&at("vendor"), false, |t| parse_hex_u16("vendor", t));
     let device_of = |ctx: &mut Ctx| ctx.attr(&at("device"), false, |t| parse_hex_u16("device", t));
-    let class_of = |ctx: &mut Ctx| ctx.attr(&at("class"), false, |t| parse_hex_u32("class", t));
-    let (vendor, device, class) = if full {
-        (vendor_of(ctx), device_of(ctx), class_of(ctx))
+    // The affinity scope needs ids only to tell NVIDIA GPUs among display functions (and
+    // to name the NICs); for every other function the class is enough (0: not read).
+    let (vendor, device) = if full || is_nic || class.is_some_and(|c| c >> 16 == 0x03) {
+        (vendor_of(ctx), device_of(ctx))
     } else {
-        // The affinity scope needs ids only to tell NVIDIA GPUs among display functions
-        // (and to name the NICs); for every other function the class is enough (0: not read).
-        let class = class_of(ctx);
-        if is_nic || class.is_some_and(|c| c >> 16 == 0x03) {
-            (vendor_of(ctx), device_of(ctx), class)
-        } else {
-            (Some(0), Some(0), class)
-        }
+        (Some(0), Some(0))
     };
     let (Some(vendor), Some(device), Some(class)) = (vendor, device, class) else {
         // Vanished (hot-unplug) or broken: diagnostics already name the files.

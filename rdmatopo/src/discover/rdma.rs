@@ -53,7 +53,7 @@ pub(super) fn functions(ctx: &mut Ctx) -> std::collections::BTreeSet<PciAddr> {
 /// The PCI function behind a device link: the last PCI-address component of its
 /// canonical path (an auxiliary device such as an mlx5 SF resolves to its PF).
 fn pci_of(ctx: &Ctx, link: &str) -> Option<PciAddr> {
-    let real = ctx.fs.canonicalize(link).ok()?;
+    let real = ctx.fs.resolve_for_reads(link).ok()?;
     if !real.starts_with("/sys/devices/") || real.contains("/virtual/") {
         return None;
     }

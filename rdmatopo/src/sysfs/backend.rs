@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// What a path names, without following a final symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,18 @@ pub trait Backend: Send + Sync {
     /// Names in a directory, unsorted, each with its kind when the listing tells it
     /// for free (`d_type`).
     fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>>;
+    /// Whether [`Backend::read_file`] itself refuses a symlink anywhere on the path and
+    /// any step out of the root, so a path taken from link targets may be read without
+    /// checking it component by component first.
+    fn reads_check_paths(&self) -> bool {
+        false
+    }
+    /// Check, as `read_file` would, that everything on `path` is a real directory inside
+    /// the root and `path` itself exists: `Some(Ok(false))` when a symlink or a
+    /// non-directory is on the way, `None` where the backend cannot check.
+    fn check_path(&self, _path: &str) -> Option<io::Result<bool>> {
+        None
+    }
 }
 
 /// A directory on disk (`/` for the live system).
@@ -43,10 +55,15 @@ pub struct DirBackend {
     /// The root, opened once (`None` when it cannot be opened: every call then fails
     /// as a plain path lookup would).
     root: Option<OwnedFd>,
-    /// Whether `openat2` is refused here (Linux before 5.6, or a seccomp profile that
-    /// predates it): files are then opened with `openat`.
-    no_openat2: AtomicBool,
+    /// Whether `openat2` works here ([`OPENAT2_WORKS`]), is refused ([`OPENAT2_REFUSED`]:
+    /// Linux before 5.6, or a seccomp profile that predates it, so files are opened with
+    /// `openat`), or is not tried yet.
+    openat2: AtomicU8,
 }
+
+const OPENAT2_UNTRIED: u8 = 0;
+const OPENAT2_WORKS: u8 = 1;
+const OPENAT2_REFUSED: u8 = 2;
 
 impl DirBackend {
     pub fn new(base: impl AsRef<Path>) -> Self {
@@ -60,7 +77,7 @@ impl DirBackend {
         Self {
             base,
             root,
-            no_openat2: AtomicBool::new(false),
+            openat2: AtomicU8::new(OPENAT2_UNTRIED),
         }
     }
 
@@ -69,23 +86,50 @@ impl DirBackend {
     /// (`RESOLVE_BENEATH`), so a directory swapped for a link after it was resolved
     /// cannot lead a read outside the root.
     fn open_canonical(&self, path: &str) -> io::Result<OwnedFd> {
-        let root = self.root()?;
-        let rel = relative(path)?;
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-        if !self.no_openat2.load(Ordering::Relaxed) {
-            let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
-            match rfs::openat2(root, rel, flags, Mode::empty(), resolve) {
-                Err(e) if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM => {
-                    // EPERM is also how old seccomp profiles refuse an unknown call;
-                    // files themselves say EACCES.
-                    self.no_openat2.store(true, Ordering::Relaxed);
-                }
-                other => return Ok(other?),
-            }
+        if let Some(opened) = self.open_beneath(path, flags) {
+            return opened;
         }
         // O_NOFOLLOW: the path is already canonical, so a symlink here is a race or an
         // attack.
-        Ok(rfs::openat(root, rel, flags, Mode::empty())?)
+        Ok(rfs::openat(
+            self.root()?,
+            relative(path)?,
+            flags,
+            Mode::empty(),
+        )?)
+    }
+
+    /// `openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`, or `None` where the kernel
+    /// refuses the call itself.
+    fn open_beneath(&self, path: &str, flags: OFlags) -> Option<io::Result<OwnedFd>> {
+        let state = self.openat2.load(Ordering::Relaxed);
+        if state == OPENAT2_REFUSED {
+            return None;
+        }
+        let (root, rel) = match self.root().and_then(|root| Ok((root, relative(path)?))) {
+            Ok(found) => found,
+            Err(e) => return Some(Err(e)),
+        };
+        let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+        match rfs::openat2(root, rel, flags, Mode::empty(), resolve) {
+            // EPERM is also how old seccomp profiles refuse an unknown call (files
+            // themselves say EACCES); once the call has worked, it is the file's answer.
+            Err(e)
+                if state == OPENAT2_UNTRIED
+                    && (e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM) =>
+            {
+                self.openat2.store(OPENAT2_REFUSED, Ordering::Relaxed);
+                None
+            }
+            Ok(fd) => {
+                if state == OPENAT2_UNTRIED {
+                    self.openat2.store(OPENAT2_WORKS, Ordering::Relaxed);
+                }
+                Some(Ok(fd))
+            }
+            Err(e) => Some(Err(e.into())),
+        }
     }
 
     fn root(&self) -> io::Result<&OwnedFd> {
@@ -132,6 +176,30 @@ impl Backend for DirBackend {
     fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>> {
         // O_NONBLOCK: opening a FIFO must not wait for a writer.
         read_bounded(File::from(self.open_canonical(path)?), limit)
+    }
+
+    fn reads_check_paths(&self) -> bool {
+        self.openat2.load(Ordering::Relaxed) == OPENAT2_WORKS
+    }
+
+    fn check_path(&self, path: &str) -> Option<io::Result<bool>> {
+        if !self.reads_check_paths() {
+            return None;
+        }
+        // Not O_NOFOLLOW: with O_PATH it would open a final symlink itself.
+        let flags = OFlags::PATH | OFlags::CLOEXEC;
+        Some(match self.open_beneath(path, flags)? {
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ELOOP | libc::EXDEV | libc::ENOTDIR)
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        })
     }
 
     fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>> {

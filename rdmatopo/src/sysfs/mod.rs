@@ -24,6 +24,9 @@ pub const MAX_ATTR_BYTES: usize = 64 * 1024;
 pub const MAX_SYMLINKS: usize = 40;
 /// Most entries taken from one directory listing.
 pub const MAX_DIR_ENTRIES: usize = 1 << 16;
+/// Most times one operation starts over after a link target named a symlink as a
+/// directory (each time, everything taken on trust is forgotten).
+const MAX_RETRACTIONS: usize = 3;
 
 /// A failed read, named by its logical path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,6 +99,12 @@ pub struct Sysfs {
     /// Canonical paths that a directory listing showed to be symlinks: resolution
     /// reads their target without an `lstat` first.
     known_links: Mutex<HashSet<String>>,
+    /// Canonical directories taken from link targets without an `lstat` each, not yet
+    /// proved by a read beneath them or a check ([`Sysfs::resolve_for_reads`]).
+    unchecked: Mutex<HashSet<String>>,
+    /// Set once a link target named a symlink as a directory: nothing is taken on trust
+    /// from then on.
+    careful: std::sync::atomic::AtomicBool,
     reads: std::sync::atomic::AtomicUsize,
     /// When recording, every logical path looked at (for `snapshot`).
     journal: Option<Mutex<std::collections::BTreeSet<String>>>,
@@ -142,6 +151,8 @@ impl Sysfs {
             live,
             resolved: Mutex::new(HashMap::default()),
             known_links: Mutex::new(HashSet::default()),
+            unchecked: Mutex::new(HashSet::default()),
+            careful: std::sync::atomic::AtomicBool::new(false),
             reads: std::sync::atomic::AtomicUsize::new(0),
             journal: None,
             kept: None,
@@ -201,14 +212,46 @@ impl Sysfs {
     /// Resolve every symlink in `path` inside the root; the result names no symlink.
     pub fn canonicalize(&self, path: &str) -> Result<String, SysfsError> {
         self.note(path);
+        self.checked(path)
+    }
+
+    /// Resolve `path` for reading files beneath it: like [`Sysfs::canonicalize`], but
+    /// where the backend's reads refuse symlinks themselves, the directories a link's
+    /// target names are taken as the kernel wrote them, without an `lstat` each (sysfs
+    /// link targets name canonical directories). A read beneath the result is checked
+    /// as it happens; anything else done under it checks it first.
+    pub fn resolve_for_reads(&self, path: &str) -> Result<String, SysfsError> {
+        self.note(path);
         self.resolve(path, true)
+    }
+
+    /// [`Sysfs::resolve`] with the result checked before the backend is asked about it
+    /// (a listing, `readlink` and `lstat` follow symlinks in the directories they name).
+    fn checked(&self, path: &str) -> Result<String, SysfsError> {
+        for _ in 0..MAX_RETRACTIONS {
+            let real = self.resolve(path, true)?;
+            if !self.is_unchecked(&real) || self.check(&real) {
+                return Ok(real);
+            }
+            self.distrust();
+        }
+        self.resolve(path, true)
+    }
+
+    /// [`Sysfs::checked`] for the directories of `path` but not its last component.
+    fn checked_parent(&self, path: &str) -> Result<String, SysfsError> {
+        let (dir, name) = split_last(path);
+        if matches!(name, "" | "." | "..") {
+            // No final name to leave alone; joining `..` would step above the root.
+            return self.checked(path);
+        }
+        Ok(join(&self.checked(dir)?, name))
     }
 
     /// Resolve the directories of `path` but not its last component.
     fn resolve_parent(&self, path: &str) -> Result<String, SysfsError> {
         let (dir, name) = split_last(path);
         if matches!(name, "" | "." | "..") {
-            // No final name to leave alone; joining `..` would step above the root.
             return self.resolve(path, true);
         }
         let dir = self.resolve(dir, true)?;
@@ -216,30 +259,57 @@ impl Sysfs {
     }
 
     fn resolve(&self, path: &str, follow_last: bool) -> Result<String, SysfsError> {
+        for _ in 0..MAX_RETRACTIONS {
+            if let Some(real) = self.resolve_once(path, follow_last)? {
+                return Ok(real);
+            }
+            self.distrust();
+        }
+        Err(SysfsError::SymlinkLoop {
+            path: path.to_string(),
+        })
+    }
+
+    /// One resolution of `path`; `None` when a directory taken from a link target
+    /// turned out not to be one.
+    fn resolve_once(&self, path: &str, follow_last: bool) -> Result<Option<String>, SysfsError> {
         let normalized = normalized(path);
         if let Some(hit) = self.cache_get(&normalized) {
-            return Ok(hit);
+            return Ok(Some(hit));
         }
+        let trust_links = self.backend.reads_check_paths()
+            && !self.careful.load(std::sync::atomic::Ordering::Relaxed);
         // `done` is the canonical path resolved so far, `""` for the root. Attributes
         // of one directory are read in a row: start from the directory's resolution
         // when it is known, instead of walking (and re-reading links) from `/`.
         let (dir, name) = split_last(&normalized);
-        let (mut done, mut pending): (String, Vec<String>) = match self.cache_get(dir) {
+        let (mut done, mut pending): (String, Vec<(String, bool)>) = match self.cache_get(dir) {
             Some(real) if !matches!(name, "" | "." | "..") => {
-                (below_root(real), vec![name.to_string()])
+                (below_root(real), vec![(name.to_string(), false)])
             }
             _ => (
                 String::new(),
-                components(&normalized).rev().map(str::to_string).collect(),
+                components(&normalized)
+                    .rev()
+                    .map(|c| (c.to_string(), false))
+                    .collect(),
             ),
         };
-        // Whether what `done` names is a directory (`/` is).
+        // Whether what `done` names is a directory (`/` is), and whether it was taken
+        // from a link target without being checked.
         let mut is_dir = true;
+        let mut unchecked = self.is_unchecked(&done);
         let mut hops = 0;
-        while let Some(comp) = pending.pop() {
+        while let Some((comp, from_link)) = pending.pop() {
             match comp.as_str() {
                 "" | "." => continue,
                 ".." => {
+                    // `..` after a symlink leaves the link's target, not its directory:
+                    // what was taken on trust is checked before stepping back.
+                    if unchecked && !self.check(&done) {
+                        return Ok(None);
+                    }
+                    unchecked = false;
                     // At the root, `..` stays there.
                     done.truncate(done.rfind('/').unwrap_or(0));
                     is_dir = true;
@@ -253,11 +323,25 @@ impl Sysfs {
                 break;
             }
             if let Some(hit) = self.cache_get(&candidate) {
+                unchecked = self.is_unchecked(&hit);
                 done = below_root(hit);
                 is_dir = true;
                 continue;
             }
-            let kind = if self.is_known_link(&candidate) {
+            let known_link = self.is_known_link(&candidate);
+            if from_link && trust_links && !known_link {
+                // A directory the kernel named in a link target (checked on use).
+                done = candidate;
+                is_dir = true;
+                unchecked = true;
+                continue;
+            }
+            // `lstat` and `readlink` follow symlinks in the directories they name.
+            if unchecked && !self.check(&done) {
+                return Ok(None);
+            }
+            unchecked = false;
+            let kind = if known_link {
                 EntryKind::Symlink
             } else {
                 self.backend
@@ -287,7 +371,7 @@ impl Sysfs {
             }
             is_dir = true; // a link with an empty target names the directory it is in
             for t in components(&target).rev() {
-                pending.push(t.to_string());
+                pending.push((t.to_string(), true));
             }
         }
         if done.is_empty() {
@@ -296,9 +380,60 @@ impl Sysfs {
         // Only directories are remembered: each file is read once, and a cache of every
         // attribute path would grow with the tree.
         if follow_last && is_dir {
+            if unchecked {
+                // Reads beneath it name it canonically from now on.
+                self.cache_put(done.clone(), done.clone());
+                if let Ok(mut set) = self.unchecked.lock() {
+                    set.insert(done.clone());
+                }
+            }
             self.cache_put(normalized.into_owned(), done.clone());
         }
-        Ok(done)
+        Ok(Some(done))
+    }
+
+    /// Whether `real`, or a directory above it, was taken from a link target and not
+    /// checked yet.
+    fn is_unchecked(&self, real: &str) -> bool {
+        let Ok(set) = self.unchecked.lock() else {
+            return true;
+        };
+        !set.is_empty() && prefixes(real).any(|p| set.contains(p))
+    }
+
+    /// Ask the backend to check `real` ([`Backend::check_path`]); `false` when it is not
+    /// what its link target said (or the backend cannot tell). A resolution that checks
+    /// every step then says precisely what is wrong (a missing directory, a loop).
+    fn check(&self, real: &str) -> bool {
+        let ok = matches!(self.backend.check_path(real), Some(Ok(true)));
+        if ok {
+            self.proven(real);
+        }
+        ok
+    }
+
+    /// `dir` and every directory above it are real directories inside the root (a
+    /// read beneath it, or a check, succeeded).
+    fn proven(&self, dir: &str) {
+        if let Ok(mut set) = self.unchecked.lock()
+            && !set.is_empty()
+        {
+            for p in prefixes(dir) {
+                set.remove(p);
+            }
+        }
+    }
+
+    /// A link target named a symlink or a file as a directory: forget everything taken
+    /// on trust and check every step from now on.
+    fn distrust(&self) {
+        self.careful
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let (Ok(mut resolved), Ok(mut unchecked)) = (self.resolved.lock(), self.unchecked.lock())
+        {
+            resolved.clear();
+            unchecked.clear();
+        }
     }
 
     fn is_known_link(&self, path: &str) -> bool {
@@ -354,14 +489,37 @@ impl Sysfs {
         self.note(path);
         self.reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let real = self.resolve_parent(path)?;
-        let result = match self.backend.read_file(&real, limit) {
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                let real = self.canonicalize(path)?;
-                self.backend.read_file(&real, limit)
+        let mut follow_last = false;
+        let mut result = Err(io::Error::from_raw_os_error(libc::ELOOP));
+        for _ in 0..MAX_RETRACTIONS + 2 {
+            let real = if follow_last {
+                self.resolve(path, true)?
+            } else {
+                self.resolve_parent(path)?
+            };
+            let dir = split_last(&real).0;
+            result = self.backend.read_file(&real, limit);
+            let refused = result
+                .as_ref()
+                .is_err_and(|e| matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)));
+            if !refused {
+                if result.is_ok() && self.backend.reads_check_paths() {
+                    self.proven(dir);
+                }
+                break;
             }
-            other => other,
-        };
+            // A symlink where a link's target, taken on trust, said a directory (or,
+            // once the name is followed, a file) is: check every step from now on.
+            let suspect = if follow_last { real.as_str() } else { dir };
+            if self.is_unchecked(suspect) && !self.check(suspect) {
+                self.distrust();
+                continue;
+            }
+            if follow_last {
+                break;
+            }
+            follow_last = true;
+        }
         result.map_err(|e| match e.kind() {
             io::ErrorKind::InvalidInput if e.raw_os_error().is_none() => SysfsError::NotAFile {
                 path: path.to_string(),
@@ -382,7 +540,7 @@ impl Sysfs {
     /// The target text of a symlink, as stored (not resolved).
     pub fn read_link(&self, path: &str) -> Result<String, SysfsError> {
         self.note(path);
-        let real = self.resolve_parent(path)?;
+        let real = self.checked_parent(path)?;
         self.backend
             .read_link(&real)
             .map_err(|e| SysfsError::from_io(path, e))
@@ -402,7 +560,7 @@ impl Sysfs {
     /// Sorted names in a directory (following symlinks to it).
     pub fn list(&self, path: &str) -> Result<Vec<String>, SysfsError> {
         self.note(path);
-        let real = self.canonicalize(path)?;
+        let real = self.checked(path)?;
         let mut entries = self
             .backend
             .list_dir(&real)
@@ -447,7 +605,7 @@ impl Sysfs {
 
     /// Whether `path` itself is a symlink.
     pub fn is_symlink(&self, path: &str) -> bool {
-        self.resolve_parent(path).is_ok_and(|real| {
+        self.checked_parent(path).is_ok_and(|real| {
             self.backend
                 .kind(&real)
                 .is_ok_and(|k| k == EntryKind::Symlink)
@@ -457,7 +615,7 @@ impl Sysfs {
     /// The kind of entry at `path` without following a final symlink.
     pub fn kind(&self, path: &str) -> Result<EntryKind, SysfsError> {
         self.note(path);
-        let real = self.resolve_parent(path)?;
+        let real = self.checked_parent(path)?;
         self.backend
             .kind(&real)
             .map_err(|e| SysfsError::from_io(path, e))
@@ -520,6 +678,14 @@ fn normalize(path: &str) -> String {
         out.push('/');
     }
     out
+}
+
+/// `/a`, `/a/b`, ... `path` (none for the root).
+fn prefixes(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/')
+        .skip(1)
+        .map(|(i, _)| &path[..i])
+        .chain((path.len() > 1).then_some(path))
 }
 
 fn split_last(path: &str) -> (&str, &str) {

@@ -173,3 +173,103 @@ fn openat2_available() -> bool {
     );
     probe.is_ok()
 }
+
+/// A root whose bus links' targets name, as directories: a symlink inside the root
+/// (`swap` → `nested/real`), a symlink out of it (`out`), and real directories (`good`).
+/// On disk, reads beneath a link's target are checked by the kernel rather than by an
+/// `lstat` per directory ([`Sysfs::resolve_for_reads`]); these trees must come out as
+/// if every step had been checked.
+fn tree_with_links_in_link_targets() -> (tempfile::TempDir, tempfile::TempDir) {
+    let outside = tempfile::tempdir().unwrap();
+    let o = outside.path();
+    std::fs::create_dir_all(o.join("0000:02:00.0")).unwrap();
+    std::fs::write(o.join("0000:02:00.0/class"), "host file\n").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", o.join("0000:02:00.0/driver")).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    let devices = r.join("sys/devices/pci0000:00");
+    for (dir, class) in [
+        ("nested/real/0000:01:00.0", "0x030000\n"),
+        ("nested/0000:05:00.0", "0x020000\n"),
+        ("good/0000:03:00.0", "0x060400\n"),
+    ] {
+        std::fs::create_dir_all(devices.join(dir)).unwrap();
+        std::fs::write(devices.join(dir).join("class"), class).unwrap();
+    }
+    std::os::unix::fs::symlink("nested/real", devices.join("swap")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../swap/0000:01:00.0/class",
+        devices.join("good/0000:03:00.0/gpu_class"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(o, devices.join("out")).unwrap();
+    let bus = r.join("sys/bus/pci/devices");
+    std::fs::create_dir_all(&bus).unwrap();
+    for (name, target) in [
+        ("0000:01:00.0", "swap/0000:01:00.0"),
+        ("0000:02:00.0", "out/0000:02:00.0"),
+        ("0000:03:00.0", "good/0000:03:00.0"),
+        // `..` after a symlink leaves the link's target: `nested`, not `pci0000:00`.
+        ("0000:05:00.0", "swap/../0000:05:00.0"),
+    ] {
+        let target = format!("../../../devices/pci0000:00/{target}");
+        std::os::unix::fs::symlink(target, bus.join(name)).unwrap();
+    }
+    (outside, root)
+}
+
+/// Reads `class` beneath a bus link's target, as PCI discovery does.
+fn class_of(fs: &Sysfs, function: &str) -> Result<String, SysfsError> {
+    let dir = fs.resolve_for_reads(&format!("/sys/bus/pci/devices/{function}"))?;
+    fs.read(&join(&dir, "class"))
+}
+
+#[test]
+fn a_link_target_through_a_symlink_reads_as_if_every_step_were_checked() {
+    let (_outside, root) = tree_with_links_in_link_targets();
+    let fs = Sysfs::at(root.path());
+    // A good device first: reads on this backend are now known to check paths.
+    assert_eq!(class_of(&fs, "0000:03:00.0").unwrap(), "0x060400\n");
+    assert_eq!(class_of(&fs, "0000:01:00.0").unwrap(), "0x030000\n");
+    assert_eq!(
+        fs.canonicalize("/sys/bus/pci/devices/0000:01:00.0")
+            .unwrap(),
+        "/sys/devices/pci0000:00/nested/real/0000:01:00.0"
+    );
+    assert_eq!(class_of(&fs, "0000:05:00.0").unwrap(), "0x020000\n");
+    assert_eq!(class_of(&fs, "0000:03:00.0").unwrap(), "0x060400\n");
+}
+
+#[test]
+fn a_file_link_whose_target_goes_through_a_symlink_is_read() {
+    let (_outside, root) = tree_with_links_in_link_targets();
+    let fs = Sysfs::at(root.path());
+    assert_eq!(class_of(&fs, "0000:03:00.0").unwrap(), "0x060400\n");
+    let good = fs
+        .resolve_for_reads("/sys/bus/pci/devices/0000:03:00.0")
+        .unwrap();
+    assert_eq!(fs.read(&join(&good, "gpu_class")).unwrap(), "0x030000\n");
+}
+
+#[test]
+fn a_link_target_through_a_symlink_out_of_the_root_is_not_followed_out() {
+    let (_outside, root) = tree_with_links_in_link_targets();
+    let fs = Sysfs::at(root.path());
+    assert_eq!(class_of(&fs, "0000:03:00.0").unwrap(), "0x060400\n");
+    // The absolute link is re-rooted: inside the root there is nothing there.
+    assert!(class_of(&fs, "0000:02:00.0").unwrap_err().is_not_found());
+    let fs = Sysfs::at(root.path());
+    assert_eq!(class_of(&fs, "0000:03:00.0").unwrap(), "0x060400\n");
+    // Nor do a listing, a readlink or an lstat beneath it, before any read there.
+    let dir = fs
+        .resolve_for_reads("/sys/bus/pci/devices/0000:02:00.0")
+        .unwrap();
+    assert!(fs.list(&dir).unwrap_err().is_not_found());
+    assert!(
+        fs.read_link(&join(&dir, "driver"))
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert!(fs.kind(&join(&dir, "class")).unwrap_err().is_not_found());
+    assert!(!fs.exists(&join(&dir, "class")));
+}
