@@ -251,10 +251,12 @@ impl Ctx<'_> {
 
     /// `f` over `items`, in order, spread over a few threads when each would get at
     /// least `per_thread` items: sysfs reads are system calls, and the machines this
-    /// runs on have many cores. Threads, this one included, take the next few items
-    /// as they finish (items differ in cost: a bridge is not read at all in
-    /// [`Scope::Affinity`]). Each item's diagnostics are kept with it and appended in
-    /// item order, so the result is the same as a sequential run's.
+    /// runs on have many cores. The threads take the next few items as they finish
+    /// (items differ in cost: a bridge is not read at all in [`Scope::Affinity`]);
+    /// this one waits for them, which lets the scheduler give them every CPU at once
+    /// (measured: working here too left one waiting). Each item's diagnostics are kept
+    /// with it and appended in item order, so the result is the same as a sequential
+    /// run's.
     pub fn par_map<T: Sync, R: Send>(
         &mut self,
         items: &[T],
@@ -267,6 +269,9 @@ impl Ctx<'_> {
         }
         let (fs, scope) = (self.fs, self.scope);
         let next = std::sync::atomic::AtomicUsize::new(0);
+        // A quarter of what makes a thread worth starting: one GID-table-sized device,
+        // or a few PCI functions.
+        let take = (per_thread / 4).max(1);
         let work = || {
             let mut ctx = Ctx {
                 fs,
@@ -275,9 +280,8 @@ impl Ctx<'_> {
             };
             let mut done = Vec::new();
             loop {
-                let start = next.fetch_add(ITEMS_PER_TAKE, std::sync::atomic::Ordering::Relaxed);
-                let Some(taken) = items.get(start..(start + ITEMS_PER_TAKE).min(items.len()))
-                else {
+                let start = next.fetch_add(take, std::sync::atomic::Ordering::Relaxed);
+                let Some(taken) = items.get(start..(start + take).min(items.len())) else {
                     break;
                 };
                 for (i, item) in (start..).zip(taken) {
@@ -289,11 +293,15 @@ impl Ctx<'_> {
         };
         let work = &work;
         let mut done = std::thread::scope(|s| {
-            // A pod at its pids limit cannot start a thread: this one then does more.
-            let helpers: Vec<_> = (1..threads)
+            // A pod at its pids limit cannot start a thread: then this one does it all.
+            let helpers: Vec<_> = (0..threads)
                 .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, work).ok())
                 .collect();
-            let mut done = work();
+            let mut done = if helpers.is_empty() {
+                work()
+            } else {
+                Vec::new()
+            };
             for helper in helpers {
                 done.extend(
                     helper
@@ -326,8 +334,6 @@ impl Ctx<'_> {
 /// PCI functions per thread below which another thread costs more than it saves (a
 /// thread starts in tens of microseconds; a sysfs file takes a few to read).
 pub(crate) const FUNCTIONS_PER_THREAD: usize = 16;
-/// Items a thread takes at a time in [`Ctx::par_map`].
-const ITEMS_PER_TAKE: usize = 4;
 /// Most reading threads: sysfs lookups share kernel locks, so more stop paying.
 const MAX_THREADS: usize = 8;
 

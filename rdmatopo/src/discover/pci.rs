@@ -43,8 +43,19 @@ fn is_host_bridge_name(c: &str) -> bool {
 /// A function's host bridge (`pci0000:00`, or `unknown`) and parent function.
 type Place = (String, Option<PciAddr>);
 
-/// Host bridge name and the chain of PCI addresses (top first) in a canonical path.
-fn chain_of(path: &str) -> Option<(String, String, Vec<PciAddr>)> {
+/// Where a canonical path sits in the PCI tree.
+struct Chain {
+    /// `pci0000:00`
+    host_bridge: String,
+    /// `/sys/devices/pci0000:00`
+    host_bridge_path: String,
+    /// The PCI addresses below the host bridge, top first, each with where its own
+    /// directory's path ends in the path.
+    functions: Vec<(PciAddr, usize)>,
+}
+
+/// The host bridge and the chain of PCI functions in a canonical path.
+fn chain_of(path: &str) -> Option<Chain> {
     // The last host-bridge component, by byte range (the path is canonical: no empty
     // components, so the bridge's own path is a prefix of it).
     let mut bridge = None;
@@ -56,12 +67,21 @@ fn chain_of(path: &str) -> Option<(String, String, Vec<PciAddr>)> {
         at += c.len() + 1;
     }
     let (start, end) = bridge?;
-    let chain = path[end..]
-        .split('/')
-        .filter(|c| !c.is_empty())
-        .map_while(PciAddr::from_component)
-        .collect();
-    Some((path[start..end].to_string(), path[..end].to_string(), chain))
+    let mut chain = Vec::new();
+    let mut at = end + 1;
+    for c in path.get(end + 1..).unwrap_or_default().split('/') {
+        let Some(addr) = PciAddr::from_component(c) else {
+            break;
+        };
+        at += c.len();
+        chain.push((addr, at));
+        at += 1;
+    }
+    Some(Chain {
+        host_bridge: path[start..end].to_string(),
+        host_bridge_path: path[..end].to_string(),
+        functions: chain,
+    })
 }
 
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
@@ -96,18 +116,23 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     for (addr, path) in &listed {
         let place = match chain_of(path) {
             None => ("unknown".to_string(), None),
-            Some((hb, hb_path, chain)) => {
-                let parent_at = |i: usize| i.checked_sub(1).map(|p| chain[p]);
-                let mut dir = hb_path.clone();
-                for (i, a) in chain.iter().enumerate() {
-                    dir = join(&dir, &a.to_string());
+            Some(Chain {
+                host_bridge: hb,
+                host_bridge_path: hb_path,
+                functions: chain,
+            }) => {
+                let parent_at = |i: usize| i.checked_sub(1).map(|p| chain[p].0);
+                for (i, (a, end)) in chain.iter().enumerate() {
                     if !listed.contains_key(a) {
-                        found
-                            .entry(*a)
-                            .or_insert_with(|| (dir.clone(), (hb.clone(), parent_at(i))));
+                        found.entry(*a).or_insert_with(|| {
+                            (path[..*end].to_string(), (hb.clone(), parent_at(i)))
+                        });
                     }
                 }
-                let own = chain.iter().position(|a| a == addr).and_then(parent_at);
+                let own = chain
+                    .iter()
+                    .position(|(a, _)| a == addr)
+                    .and_then(parent_at);
                 parents.extend(own);
                 bridges.entry(hb.clone()).or_insert(hb_path);
                 (hb, own)
@@ -134,7 +159,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
                 let class = if nics.is_some() && parents.contains(addr) {
                     Some(Some(PCI_BRIDGE_CLASS))
                 } else {
-                    read_class(ctx, path, &origin(addr, path))
+                    read_class(ctx, path, || origin(addr, path))
                 }?;
                 read_function(ctx, *addr, path, class, place, nics.as_ref())
             },
@@ -212,7 +237,7 @@ fn forget_unknown_numa_nodes(ctx: &mut Ctx, topo: &Topology, functions: &mut [Pc
 /// this read checks it. `None` when the path itself is bad (a device unplugged since the
 /// listing, a link leading out of the tree), with a diagnostic naming `origin` (the bus
 /// link) rather than the attribute; `Some(None)` when only the attribute is.
-fn read_class(ctx: &mut Ctx, path: &str, origin: &str) -> Option<Option<u32>> {
+fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Option<Option<u32>> {
     let file = join(path, "class");
     let e = match ctx.fs.read(&file) {
         Ok(text) => {
@@ -227,7 +252,7 @@ fn read_class(ctx: &mut Ctx, path: &str, origin: &str) -> Option<Option<u32>> {
             | SysfsError::SymlinkLoop { .. }
             | SysfsError::NotADirectory { .. }
     );
-    if bad_path && let Err(origin_error) = ctx.fs.canonicalize(origin) {
+    if bad_path && let Err(origin_error) = ctx.fs.canonicalize(&origin()) {
         ctx.unreadable(&origin_error);
         return None;
     }

@@ -46,14 +46,17 @@ fn uverbs_by_device(ctx: &mut Ctx) -> BTreeMap<String, String> {
 pub(super) fn functions(ctx: &mut Ctx) -> std::collections::BTreeSet<PciAddr> {
     ctx.list(CLASS_DIR)
         .iter()
-        .filter_map(|name| pci_of(ctx, &join(&join(CLASS_DIR, name), "device")))
+        .filter_map(|name| pci_of(ctx, &join(CLASS_DIR, name)))
         .collect()
 }
 
-/// The PCI function behind a device link: the last PCI-address component of its
-/// canonical path (an auxiliary device such as an mlx5 SF resolves to its PF).
-fn pci_of(ctx: &Ctx, link: &str) -> Option<PciAddr> {
-    let real = ctx.fs.resolve_for_reads(link).ok()?;
+/// The PCI function behind a class device (`/sys/class/infiniband/mlx5_0`): the last
+/// PCI-address component of its canonical path. The kernel puts a class device under
+/// its parent (`<parent>/infiniband/mlx5_0`, with `device` → `<parent>`), so this is
+/// the function of its `device` link without reading that link; an auxiliary device
+/// such as an mlx5 SF (`<PF>/mlx5_core.sf.2/infiniband/mlx5_2`) resolves to its PF.
+fn pci_of(ctx: &Ctx, class_device: &str) -> Option<PciAddr> {
+    let real = ctx.fs.resolve_for_reads(class_device).ok()?;
     if !real.starts_with("/sys/devices/") || real.contains("/virtual/") {
         return None;
     }
@@ -62,7 +65,7 @@ fn pci_of(ctx: &Ctx, link: &str) -> Option<PciAddr> {
 
 fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -> RdmaDevice {
     let at = |f: &str| join(dir, f);
-    let pci = pci_of(ctx, &at("device"));
+    let pci = pci_of(ctx, dir);
     if ctx.scope == Scope::Affinity {
         return RdmaDevice::named(name, pci);
     }

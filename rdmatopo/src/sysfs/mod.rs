@@ -3,8 +3,12 @@
 //! Every read names an absolute *logical* Linux path (`/sys/class/infiniband`) and is
 //! served under one root directory, like hwloc's `HWLOC_FSROOT`. Symlinks are resolved
 //! here, component by component, so a link can never leave the root: `..` stops at the
-//! root and absolute link targets are re-rooted. Reads are bounded in size, and errors
-//! carry the logical path so that diagnostics read the same on every machine.
+//! root and absolute link targets are re-rooted. Where the kernel checks every read
+//! itself (`openat2` refusing symlinks and steps out of the root), the directories a
+//! link's target names are taken on trust, as sysfs writes them, and checked by the
+//! first read beneath them; any other use checks them first, and one that proves false
+//! makes every later step checked. Reads are bounded in size, and errors carry the
+//! logical path so that diagnostics read the same on every machine.
 
 mod backend;
 mod mem;
@@ -90,7 +94,8 @@ impl SysfsError {
 /// A root directory holding `sys`, `proc` and `dev`, and everything read from it.
 ///
 /// Resolved directories are cached, so reading many attributes of one device costs
-/// one `lstat` per path component once, then one `open` per file.
+/// one `lstat` per path component once (none for those a link's target names, where
+/// reads are kernel-checked), then one `open` per file.
 pub struct Sysfs {
     backend: Box<dyn Backend>,
     label: String,
@@ -235,7 +240,11 @@ impl Sysfs {
             }
             self.distrust();
         }
-        self.resolve(path, true)
+        // Other threads kept handing out what was taken on trust: refuse rather than
+        // let the backend follow a symlink.
+        Err(SysfsError::SymlinkLoop {
+            path: path.to_string(),
+        })
     }
 
     /// [`Sysfs::checked`] for the directories of `path` but not its last component.
@@ -282,26 +291,32 @@ impl Sysfs {
         // `done` is the canonical path resolved so far, `""` for the root. Attributes
         // of one directory are read in a row: start from the directory's resolution
         // when it is known, instead of walking (and re-reading links) from `/`.
+        // Components still to walk, the next one last: byte ranges of the path (`None`)
+        // or of a link target read on the way (`Some(i)`: `targets[i]`).
+        let mut targets: Vec<String> = Vec::new();
+        let mut pending: Vec<(Option<usize>, usize, usize)> = Vec::new();
         let (dir, name) = split_last(&normalized);
-        let (mut done, mut pending): (String, Vec<(String, bool)>) = match self.cache_get(dir) {
+        let mut done = match self.cache_get(dir) {
             Some(real) if !matches!(name, "" | "." | "..") => {
-                (below_root(real), vec![(name.to_string(), false)])
+                pending.push((None, normalized.len() - name.len(), normalized.len()));
+                below_root(real)
             }
-            _ => (
-                String::new(),
-                components(&normalized)
-                    .rev()
-                    .map(|c| (c.to_string(), false))
-                    .collect(),
-            ),
+            _ => {
+                push_components(&mut pending, None, &normalized);
+                String::new()
+            }
         };
         // Whether what `done` names is a directory (`/` is), and whether it was taken
         // from a link target without being checked.
         let mut is_dir = true;
         let mut unchecked = self.is_unchecked(&done);
         let mut hops = 0;
-        while let Some((comp, from_link)) = pending.pop() {
-            match comp.as_str() {
+        while let Some((source, start, end)) = pending.pop() {
+            let comp = match source {
+                None => &normalized[start..end],
+                Some(i) => &targets[i][start..end],
+            };
+            match comp {
                 "" | "." => continue,
                 ".." => {
                     // `..` after a symlink leaves the link's target, not its directory:
@@ -317,23 +332,24 @@ impl Sysfs {
                 }
                 _ => {}
             }
-            let candidate = join_slash(&done, &comp);
             if pending.is_empty() && !follow_last {
-                done = candidate;
+                done.push('/');
+                done.push_str(comp);
                 break;
             }
+            if source.is_some() && trust_links {
+                // A directory the kernel named in a link target (checked on use).
+                done.push('/');
+                done.push_str(comp);
+                is_dir = true;
+                unchecked = true;
+                continue;
+            }
+            let candidate = join_slash(&done, comp);
             if let Some(hit) = self.cache_get(&candidate) {
                 unchecked = self.is_unchecked(&hit);
                 done = below_root(hit);
                 is_dir = true;
-                continue;
-            }
-            let known_link = self.is_known_link(&candidate);
-            if from_link && trust_links && !known_link {
-                // A directory the kernel named in a link target (checked on use).
-                done = candidate;
-                is_dir = true;
-                unchecked = true;
                 continue;
             }
             // `lstat` and `readlink` follow symlinks in the directories they name.
@@ -341,7 +357,7 @@ impl Sysfs {
                 return Ok(None);
             }
             unchecked = false;
-            let kind = if known_link {
+            let kind = if self.is_known_link(&candidate) {
                 EntryKind::Symlink
             } else {
                 self.backend
@@ -370,9 +386,8 @@ impl Sysfs {
                 done.clear();
             }
             is_dir = true; // a link with an empty target names the directory it is in
-            for t in components(&target).rev() {
-                pending.push((t.to_string(), true));
-            }
+            push_components(&mut pending, Some(targets.len()), &target);
+            targets.push(target);
         }
         if done.is_empty() {
             done.push('/');
@@ -678,6 +693,25 @@ fn normalize(path: &str) -> String {
         out.push('/');
     }
     out
+}
+
+/// Push the byte ranges of `text`'s components onto `pending`, the first one last.
+fn push_components(
+    pending: &mut Vec<(Option<usize>, usize, usize)>,
+    source: Option<usize>,
+    text: &str,
+) {
+    let first = pending.len();
+    let mut start = 0;
+    for (i, b) in text.bytes().chain([b'/']).enumerate() {
+        if b == b'/' {
+            if i > start {
+                pending.push((source, start, i));
+            }
+            start = i + 1;
+        }
+    }
+    pending[first..].reverse();
 }
 
 /// `/a`, `/a/b`, ... `path` (none for the root).
