@@ -104,13 +104,17 @@ def minimum(name):
         nics = {d["pci"] for d in t["devices"] if d["kind"] == "nic"}
         bus = r("sys/bus/pci/devices")
         fns = os.listdir(bus)
+        # A function with functions below it in the tree is a bridge: its class is known
+        # without reading it. Every other function's class tells whether it is a GPU.
+        parents = {c for f in fns for c in os.path.realpath(os.path.join(bus, f)).split("/")[:-1]}
+        leaves = [f for f in fns if f not in parents]
         display = {f for f in fns if open(os.path.join(bus, f, "class")).read().startswith("0x03")}
         bridges = [h for h in os.listdir(r("sys/devices")) if re.fullmatch(r"pci[0-9a-f]+:[0-9a-f]+", h)]
         nodes = len([n for n in os.listdir(r("sys/devices/system/node")) if re.fullmatch(r"node\d+", n)])
         ids = len(display | nics)
-        n = len(fns) + 2 * ids + 2 * (len(gpus) + len(nics)) + len(bridges) + nodes + 1 + 4
+        n = len(leaves) + 2 * ids + 2 * (len(gpus) + len(nics)) + len(bridges) + nodes + 1 + 4
         # The same files by name, for the floor: one process that only reads them.
-        names = [f"sys/bus/pci/devices/{f}/class" for f in fns]
+        names = [f"sys/bus/pci/devices/{f}/class" for f in leaves]
         names += [f"sys/bus/pci/devices/{f}/{a}" for f in sorted(display | nics) for a in ("vendor", "device")]
         names += [f"sys/bus/pci/devices/{f}/{a}" for f in sorted(gpus | nics) for a in ("numa_node", "local_cpulist")]
         names += [f"sys/devices/{h}/{sorted(c for c in os.listdir(r('sys/devices', h)) if ':' in c)[0]}/numa_node"
@@ -119,7 +123,8 @@ def minimum(name):
         names += ["rdmatopo/nvml.json"] + [f"proc/self/{f}" for f in ("status", "cgroup", "environ", "mountinfo")]
         with open(os.path.join(work, "topo.files"), "w") as out:
             out.write("\n".join(names) + "\n")
-        return n, (f"class of {len(fns)} functions; vendor+device of {ids} display and NIC functions; "
+        return n, (f"class of {len(leaves)} functions without functions below them (not of "
+                   f"{len(fns) - len(leaves)} bridges); vendor+device of {ids} display and NIC functions; "
                    f"numa_node+local_cpulist of {len(gpus)} GPUs and {len(nics)} NICs; numa_node of "
                    f"{len(bridges)} host bridges; {nodes} node cpulists; nvml.json; status, cgroup, "
                    f"environ, mountinfo (host or container)")
