@@ -2,6 +2,7 @@
 //! names are taken on trust ([`Sysfs::resolve_for_reads`]). An in-memory tree never
 //! takes anything on trust. So on any tree, hostile ones included, the two must give
 //! the same answers, and the disk must never give a byte from outside its root.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
 use rdmatopo::sysfs::{MemTree, Sysfs, join};
