@@ -88,7 +88,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // In the affinity scope only GPUs and RDMA devices' functions are read in detail.
     let nics = (ctx.scope == Scope::Affinity).then(|| super::rdma::functions(ctx));
     let names = ctx.list(BUS_DIR);
-    let resolved = ctx.par_map(&names, super::FUNCTIONS_PER_THREAD, |ctx, name| {
+    let resolved = ctx.par_map(&names, super::LINKS_PER_THREAD, |ctx, name| {
         let Ok(addr) = name.parse::<PciAddr>() else {
             ctx.diags.push(crate::model::Diagnostic::new(
                 crate::model::Severity::Warning,
