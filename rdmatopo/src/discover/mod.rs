@@ -336,8 +336,8 @@ impl Ctx<'_> {
 pub(crate) const FUNCTIONS_PER_THREAD: usize = 16;
 /// Bus links per thread below which another thread costs more than it saves: a link
 /// is one `readlink` and a little string work, and on a VM a thread's start and join
-/// cost a few hundred microseconds (measured on the shared 2-core VM: resolving
-/// h100-dgx's 174 links on one thread made `topo` 0.25 ms faster than on two).
+/// cost a few hundred microseconds (measured on the shared 2-core VM: h100-dgx's 174
+/// links on one thread take 0.3 ms less CPU than on two, and no more time).
 pub(crate) const LINKS_PER_THREAD: usize = 128;
 /// Most reading threads: sysfs lookups share kernel locks, so more stop paying.
 const MAX_THREADS: usize = 8;
