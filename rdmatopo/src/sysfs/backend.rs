@@ -115,20 +115,35 @@ impl DirBackend {
         match rfs::openat2(root, rel, flags, Mode::empty(), resolve) {
             // EPERM is also how old seccomp profiles refuse an unknown call (files
             // themselves say EACCES); once the call has worked, it is the file's answer.
+            // Only from "untried", so that "works", once seen, is final: paths taken on
+            // trust rely on it.
             Err(e)
                 if state == OPENAT2_UNTRIED
-                    && (e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM) =>
+                    && (e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM)
+                    && self.settle(OPENAT2_REFUSED) == OPENAT2_REFUSED =>
             {
-                self.openat2.store(OPENAT2_REFUSED, Ordering::Relaxed);
                 None
             }
             Ok(fd) => {
                 if state == OPENAT2_UNTRIED {
-                    self.openat2.store(OPENAT2_WORKS, Ordering::Relaxed);
+                    self.settle(OPENAT2_WORKS);
                 }
                 Some(Ok(fd))
             }
             Err(e) => Some(Err(e.into())),
+        }
+    }
+
+    /// Record what `openat2` does here if nothing is recorded yet; the state it is in.
+    fn settle(&self, seen: u8) -> u8 {
+        match self.openat2.compare_exchange(
+            OPENAT2_UNTRIED,
+            seen,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => seen,
+            Err(already) => already,
         }
     }
 
