@@ -260,8 +260,9 @@ fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Opt
     Some(None)
 }
 
-/// One function (`class` read already, `None` when unreadable). With `nics` (the affinity scope), only the
-/// tree's facts are read, and `local_cpulist` for GPUs and the functions in `nics`.
+/// One function (`class` read already, `None` when unreadable). With `nics` (the
+/// affinity scope), only the tree's facts are read, and `local_cpulist` for GPUs and the
+/// functions in `nics`.
 fn read_function(
     ctx: &mut Ctx,
     address: PciAddr,
