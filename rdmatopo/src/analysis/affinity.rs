@@ -9,7 +9,7 @@
 use super::AnalysisError;
 use crate::model::{NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
 use crate::parse::{CpuSet, PciAddr};
-use serde::ser::{SerializeMap, SerializeStruct};
+use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -514,11 +514,7 @@ impl CellsByName<'_> {
 
 impl Serialize for CellsByName<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.rows().count()))?;
-        for (name, cells) in self.rows() {
-            map.serialize_entry(name, &cells)?;
-        }
-        map.end()
+        s.collect_map(self.rows())
     }
 }
 
@@ -533,11 +529,7 @@ impl RowByName<'_> {
 
 impl Serialize for RowByName<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.cells().count()))?;
-        for (name, class) in self.cells() {
-            map.serialize_entry(name, &class)?;
-        }
-        map.end()
+        s.collect_map(self.cells())
     }
 }
 

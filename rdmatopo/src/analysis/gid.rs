@@ -142,14 +142,6 @@ mod tests {
     fn topo_with(link_layer: LinkLayer, gids: Vec<Gid>, netdevs: &[&str]) -> Topology {
         let mut t = Topology::empty("test");
         t.rdma_devices.push(RdmaDevice {
-            name: "mlx5_0".into(),
-            pci: Some(PciAddr::new(0, 0x18, 0, 0)),
-            node_type: None,
-            node_guid: None,
-            sys_image_guid: None,
-            fw_ver: None,
-            hca_type: None,
-            board_id: None,
             ports: vec![Port {
                 number: 1,
                 state: Some(crate::parse::PortState::Active),
@@ -161,7 +153,7 @@ mod tests {
                 gids,
                 netdev: None,
             }],
-            uverbs: None,
+            ..RdmaDevice::named("mlx5_0".into(), Some(PciAddr::new(0, 0x18, 0, 0)))
         });
         t.netdevs = netdevs.iter().map(|n| netdev(n)).collect();
         t
