@@ -9,6 +9,7 @@
 use rdmatopo::analysis::TopoMatrix;
 use rdmatopo::analysis::container::ContainerView;
 use rdmatopo::analysis::gid::{choose_gid, is_roce};
+use rdmatopo::model::Port;
 use rdmatopo::{Scope, Sysfs, Topology, discover_scope};
 use std::path::{Path, PathBuf};
 
@@ -86,21 +87,15 @@ fn the_affinity_scope_on_the_base_machine() {
 /// `rdmatopo gids`'s answer: every port's link layer and GID table, NCCL's choice, and
 /// which netdevs are in this namespace.
 fn assert_same_gids(name: &str, full: &Topology, narrow: &Topology) {
-    assert_eq!(narrow.rdma_devices.len(), full.rdma_devices.len(), "{name}");
-    for (n, f) in narrow.rdma_devices.iter().zip(&full.rdma_devices) {
-        assert_eq!((&n.name, n.pci), (&f.name, f.pci), "{name}");
-        assert_eq!(n.ports.len(), f.ports.len(), "{name} {}", f.name);
-        for (np, fp) in n.ports.iter().zip(&f.ports) {
-            let at = format!("{name} {} port {}", f.name, fp.number);
-            assert_eq!(np.link_layer, fp.link_layer, "{at}");
-            assert_eq!(np.gid_table_len, fp.gid_table_len, "{at}");
-            assert_eq!(np.gids, fp.gids, "{at}");
-            assert_eq!(
-                choose_gid(narrow, &n.name, np.number),
-                choose_gid(full, &f.name, fp.number),
-                "{at}"
-            );
-        }
+    for (at, device, np, fp) in same_ports(name, full, narrow) {
+        assert_eq!(np.link_layer, fp.link_layer, "{at}");
+        assert_eq!(np.gid_table_len, fp.gid_table_len, "{at}");
+        assert_eq!(np.gids, fp.gids, "{at}");
+        assert_eq!(
+            choose_gid(narrow, device, np.number),
+            choose_gid(full, device, fp.number),
+            "{at}"
+        );
     }
     let names = |t: &Topology| {
         t.netdevs
@@ -114,33 +109,47 @@ fn assert_same_gids(name: &str, full: &Topology, narrow: &Topology) {
 /// `rdmatopo netdevs`'s answer: each port's netdev, that netdev's carrier, master and
 /// bond, and the link layer of ports without one.
 fn assert_same_port_netdevs(name: &str, full: &Topology, narrow: &Topology) {
+    for (at, _, np, fp) in same_ports(name, full, narrow) {
+        assert_eq!(np.netdev, fp.netdev, "{at}");
+        match fp.netdev.as_deref().and_then(|d| full.netdev(d)) {
+            Some(fd) => {
+                let nd = narrow.netdev(&fd.name).expect("visible in both");
+                assert_eq!(
+                    (nd.carrier, &nd.master, &nd.bond),
+                    (fd.carrier, &fd.master, &fd.bond),
+                    "{at}"
+                );
+            }
+            None => {
+                assert!(
+                    narrow.netdev(fp.netdev.as_deref().unwrap_or("")).is_none()
+                        || fp.netdev.is_none(),
+                    "{at}"
+                );
+                assert_eq!(is_roce(np), is_roce(fp), "{at}");
+            }
+        }
+    }
+}
+
+/// The same RDMA devices (name and function) and ports in both: each port pair, named
+/// for messages, with its device's name.
+fn same_ports<'a>(
+    name: &str,
+    full: &'a Topology,
+    narrow: &'a Topology,
+) -> Vec<(String, &'a str, &'a Port, &'a Port)> {
     assert_eq!(narrow.rdma_devices.len(), full.rdma_devices.len(), "{name}");
+    let mut pairs = Vec::new();
     for (n, f) in narrow.rdma_devices.iter().zip(&full.rdma_devices) {
         assert_eq!((&n.name, n.pci), (&f.name, f.pci), "{name}");
         assert_eq!(n.ports.len(), f.ports.len(), "{name} {}", f.name);
         for (np, fp) in n.ports.iter().zip(&f.ports) {
             let at = format!("{name} {} port {}", f.name, fp.number);
-            assert_eq!(np.netdev, fp.netdev, "{at}");
-            match fp.netdev.as_deref().and_then(|d| full.netdev(d)) {
-                Some(fd) => {
-                    let nd = narrow.netdev(&fd.name).expect("visible in both");
-                    assert_eq!(
-                        (nd.carrier, &nd.master, &nd.bond),
-                        (fd.carrier, &fd.master, &fd.bond),
-                        "{at}"
-                    );
-                }
-                None => {
-                    assert!(
-                        narrow.netdev(fp.netdev.as_deref().unwrap_or("")).is_none()
-                            || fp.netdev.is_none(),
-                        "{at}"
-                    );
-                    assert_eq!(is_roce(np), is_roce(fp), "{at}");
-                }
-            }
+            pairs.push((at, f.name.as_str(), np, fp));
         }
     }
+    pairs
 }
 
 /// Full, gids and port-netdevs scopes on one root, with the files each read.
