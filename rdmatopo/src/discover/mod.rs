@@ -124,9 +124,13 @@ impl<'a> Discoverer<'a> {
             host::read_numa(&mut ctx, &mut topo);
             host::read_host(&mut ctx, &mut topo);
             host::read_process(&mut ctx, &mut topo);
+        }
+        // RDMA devices before the PCI tree: the affinity scope reads their functions in
+        // detail.
+        rdma::read_rdma(&mut ctx, &mut topo);
+        if self.scope.reads_machine() {
             pci::read_pci(&mut ctx, &mut topo);
         }
-        rdma::read_rdma(&mut ctx, &mut topo);
         net::read_netdevs(&mut ctx, &mut topo);
         rdma::link_port_netdevs(&mut topo);
         if self.scope == Scope::Full {

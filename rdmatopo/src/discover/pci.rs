@@ -86,7 +86,8 @@ fn chain_of(path: &str) -> Option<Chain> {
 
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // In the affinity scope only GPUs and RDMA devices' functions are read in detail.
-    let nics = (ctx.scope == Scope::Affinity).then(|| super::rdma::functions(ctx));
+    let nics: Option<BTreeSet<PciAddr>> = (ctx.scope == Scope::Affinity)
+        .then(|| topo.rdma_devices.iter().filter_map(|d| d.pci).collect());
     let names = ctx.list(BUS_DIR);
     let resolved = ctx.par_map(&names, super::LINKS_PER_THREAD, |ctx, name| {
         let Ok(addr) = name.parse::<PciAddr>() else {

@@ -42,14 +42,6 @@ fn uverbs_by_device(ctx: &mut Ctx) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The PCI functions behind RDMA devices (what [`Scope::Affinity`] reads in detail).
-pub(super) fn functions(ctx: &mut Ctx) -> std::collections::BTreeSet<PciAddr> {
-    ctx.list(CLASS_DIR)
-        .iter()
-        .filter_map(|name| pci_of(ctx, &join(CLASS_DIR, name)))
-        .collect()
-}
-
 /// The PCI function behind a class device (`/sys/class/infiniband/mlx5_0`): the last
 /// PCI-address component of its canonical path. The kernel puts a class device under
 /// its parent (`<parent>/infiniband/mlx5_0`, with `device` → `<parent>`), so this is
