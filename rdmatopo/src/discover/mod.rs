@@ -189,18 +189,21 @@ impl Ctx<'_> {
         optional: bool,
         parse: impl FnOnce(&str) -> Result<T, ParseError>,
     ) -> Option<T> {
-        let text = self.text(path, optional)?;
-        self.parsed(path, &text, parse)
+        // Parsed where it was read: no copy of the text.
+        match self.fs.read_with(path, |text| parse(trim_attr(text))) {
+            Ok(parsed) => self.accept(path, parsed),
+            Err(e) if e.is_not_found() && optional => None,
+            Err(e) => {
+                self.unreadable(&e);
+                None
+            }
+        }
     }
 
-    /// Parse an attribute's text; unparsable: `None` and a diagnostic naming the path.
-    pub fn parsed<T>(
-        &mut self,
-        path: &str,
-        text: &str,
-        parse: impl FnOnce(&str) -> Result<T, ParseError>,
-    ) -> Option<T> {
-        match parse(text) {
+    /// The value parsed from the attribute at `path`; refused: `None` and a diagnostic
+    /// naming the path.
+    pub fn accept<T>(&mut self, path: &str, parsed: Result<T, ParseError>) -> Option<T> {
+        match parsed {
             Ok(v) => Some(v),
             Err(e) => {
                 self.diags.push(Diagnostic::new(
@@ -216,8 +219,8 @@ impl Ctx<'_> {
 
     /// Read an attribute's text, trimmed of its newline.
     pub fn text(&mut self, path: &str, optional: bool) -> Option<String> {
-        match self.fs.read(path) {
-            Ok(t) => Some(t.trim_end_matches(['\n', '\0']).to_string()),
+        match self.fs.read_with(path, |t| trim_attr(t).to_owned()) {
+            Ok(t) => Some(t),
             Err(e) if e.is_not_found() && optional => None,
             Err(e) => {
                 self.unreadable(&e);
@@ -229,9 +232,8 @@ impl Ctx<'_> {
     /// Read an attribute that legitimately fails on some kernels or slots (EINVAL on
     /// empty GID slots): any error is `None` without a diagnostic; empty text too.
     pub fn text_quiet(&self, path: &str) -> Option<String> {
-        let t = self.fs.read(path).ok()?;
-        let t = t.trim_end_matches(['\n', '\0']);
-        (!t.is_empty()).then(|| t.to_string())
+        let t = self.fs.read_with(path, |t| trim_attr(t).to_owned()).ok()?;
+        (!t.is_empty()).then_some(t)
     }
 
     pub fn unreadable(&mut self, e: &SysfsError) {
@@ -253,72 +255,84 @@ impl Ctx<'_> {
         ));
     }
 
-    /// `f` over `items`, in order, spread over a few threads when each would get at
-    /// least `per_thread` items: sysfs reads are system calls, and the machines this
-    /// runs on have many cores. The threads take the next few items as they finish
-    /// (items differ in cost: a bridge is not read at all in [`Scope::Affinity`]);
-    /// this one waits for them, which lets the scheduler give them every CPU at once
-    /// (measured: working here too left one waiting). Each item's diagnostics are kept
-    /// with it and appended in item order, so the result is the same as a sequential
-    /// run's.
-    pub fn par_map<T: Sync, R: Send>(
+    /// The results `f` gives over `items`, in order, spread over a few threads when
+    /// each would get at least `per_thread` items: sysfs reads are system calls, and
+    /// the machines this runs on have many cores. The threads take the next few items
+    /// as they finish (items differ in cost: a bridge is not read at all in
+    /// [`Scope::Affinity`]); this one waits for them, which lets the scheduler give them
+    /// every CPU at once (measured: working here too left one waiting). Each item's
+    /// diagnostics are kept with it and appended in item order, so the result is the
+    /// same as a sequential run's. Results are moved once more after `f` returns them
+    /// (PCI functions are a few hundred bytes each).
+    pub fn par_filter_map<T: Sync, R: Send>(
         &mut self,
         items: &[T],
         per_thread: usize,
-        f: impl Fn(&mut Ctx, &T) -> R + Sync,
+        f: impl Fn(&mut Ctx, &T) -> Option<R> + Sync,
     ) -> Vec<R> {
         let threads = worker_threads(items.len(), per_thread);
         if threads <= 1 {
-            return items.iter().map(|item| f(self, item)).collect();
+            // Room for every item: untouched capacity costs no memory, growing copies.
+            let mut out = Vec::with_capacity(items.len());
+            out.extend(items.iter().filter_map(|item| f(self, item)));
+            return out;
         }
         let (fs, scope) = (self.fs, self.scope);
         let next = std::sync::atomic::AtomicUsize::new(0);
         // A quarter of what makes a thread worth starting: one GID-table-sized device,
         // or a few PCI functions.
         let take = (per_thread / 4).max(1);
+        // Each thread's chunks: where a chunk starts, and each item's result and
+        // diagnostics.
         let work = || {
             let mut ctx = Ctx {
                 fs,
                 diags: Vec::new(),
                 scope,
             };
-            let mut done = Vec::new();
+            let mut chunks = Vec::new();
             loop {
                 let start = next.fetch_add(take, std::sync::atomic::Ordering::Relaxed);
                 let Some(taken) = items.get(start..(start + take).min(items.len())) else {
                     break;
                 };
-                for (i, item) in (start..).zip(taken) {
-                    let result = f(&mut ctx, item);
-                    done.push((i, result, std::mem::take(&mut ctx.diags)));
-                }
+                let chunk: Vec<_> = taken
+                    .iter()
+                    .map(|item| (f(&mut ctx, item), std::mem::take(&mut ctx.diags)))
+                    .collect();
+                chunks.push((start, chunk));
             }
-            done
+            chunks
         };
         let work = &work;
-        let mut done = std::thread::scope(|s| {
+        let mut chunks = std::thread::scope(|s| {
             // A pod at its pids limit cannot start a thread: then this one does it all.
             let helpers: Vec<_> = (0..threads)
                 .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, work).ok())
                 .collect();
-            let mut done = if helpers.is_empty() {
+            let mut chunks = if helpers.is_empty() {
                 work()
             } else {
                 Vec::new()
             };
             for helper in helpers {
-                done.extend(
+                chunks.extend(
                     helper
                         .join()
                         .unwrap_or_else(|p| std::panic::resume_unwind(p)),
                 );
             }
-            done
+            chunks
         });
-        done.sort_unstable_by_key(|(i, ..)| *i);
-        let mut out = Vec::with_capacity(items.len());
-        for (_, result, diags) in done {
-            out.push(result);
+        chunks.sort_unstable_by_key(|(start, _)| *start);
+        let found = chunks
+            .iter()
+            .flat_map(|(_, chunk)| chunk)
+            .filter(|(result, _)| result.is_some())
+            .count();
+        let mut out = Vec::with_capacity(found);
+        for (result, diags) in chunks.into_iter().flat_map(|(_, chunk)| chunk) {
+            out.extend(result);
             self.diags.extend(diags);
         }
         out
@@ -333,6 +347,11 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// An attribute's text without the newline (or NUL padding) the kernel ends it with.
+fn trim_attr(text: &str) -> &str {
+    text.trim_end_matches(['\n', '\0'])
 }
 
 /// PCI functions per thread below which another thread costs more than it saves (a

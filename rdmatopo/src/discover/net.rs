@@ -28,33 +28,29 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
     });
     let names = ctx.list(CLASS_DIR);
     let seen: &Topology = topo;
-    let mut out: Vec<Netdev> = ctx
-        .par_map(&names, NETDEVS_PER_THREAD, |ctx, name| {
-            let entry = join(CLASS_DIR, name);
-            // `bonding_masters` is a file beside the interface links.
-            if matches!(ctx.fs.kind(&entry), Ok(EntryKind::File)) {
+    let mut out: Vec<Netdev> = ctx.par_filter_map(&names, NETDEVS_PER_THREAD, |ctx, name| {
+        let entry = join(CLASS_DIR, name);
+        // `bonding_masters` is a file beside the interface links.
+        if matches!(ctx.fs.kind(&entry), Ok(EntryKind::File)) {
+            return None;
+        }
+        let real = match ctx.fs.canonicalize(&entry) {
+            Ok(r) => r,
+            Err(e) => {
+                ctx.unreadable(&e);
                 return None;
             }
-            let real = match ctx.fs.canonicalize(&entry) {
-                Ok(r) => r,
-                Err(e) => {
-                    ctx.unreadable(&e);
-                    return None;
-                }
-            };
-            let name = name.clone();
-            if ctx.scope == Scope::Full {
-                return Some(read_netdev(ctx, &real, name, seen));
-            }
-            let pci = function_of(&real);
-            let detail = wanted.as_ref().is_some_and(|(names, functions)| {
-                names.contains(name.as_str()) || pci.is_some_and(|a| functions.contains(&a))
-            });
-            Some(read_outline(ctx, &real, name, pci, detail))
-        })
-        .into_iter()
-        .flatten()
-        .collect();
+        };
+        let name = name.clone();
+        if ctx.scope == Scope::Full {
+            return Some(read_netdev(ctx, &real, name, seen));
+        }
+        let pci = function_of(&real);
+        let detail = wanted.as_ref().is_some_and(|(names, functions)| {
+            names.contains(name.as_str()) || pci.is_some_and(|a| functions.contains(&a))
+        });
+        Some(read_outline(ctx, &real, name, pci, detail))
+    });
     if ctx.scope == Scope::Full {
         assign_ipv4(ctx, &mut out);
     }
@@ -118,7 +114,7 @@ fn read_outline(
         mtu: None,
         operstate: None,
         carrier: detail
-            .then(|| ctx.fs.read(&at("carrier")).ok().map(|t| t.trim() == "1"))
+            .then(|| ctx.fs.read_with(&at("carrier"), |t| t.trim() == "1").ok())
             .flatten(),
         speed_mbps: None,
         address: None,
@@ -155,7 +151,7 @@ fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netde
         mtu: ctx.attr(&at("mtu"), true, |t| parse_dec::<u32>("mtu", t)),
         operstate: ctx.text(&at("operstate"), true),
         // `carrier` fails with EINVAL while the interface is down: that is "no carrier".
-        carrier: ctx.fs.read(&at("carrier")).ok().map(|t| t.trim() == "1"),
+        carrier: ctx.fs.read_with(&at("carrier"), |t| t.trim() == "1").ok(),
         speed_mbps: speed,
         address: ctx.text(&at("address"), true),
         arphrd,

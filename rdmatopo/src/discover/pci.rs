@@ -89,7 +89,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     let nics: Option<BTreeSet<PciAddr>> = (ctx.scope == Scope::Affinity)
         .then(|| topo.rdma_devices.iter().filter_map(|d| d.pci).collect());
     let names = ctx.list(BUS_DIR);
-    let resolved = ctx.par_map(&names, super::LINKS_PER_THREAD, |ctx, name| {
+    let resolved = ctx.par_filter_map(&names, super::LINKS_PER_THREAD, |ctx, name| {
         let Ok(addr) = name.parse::<PciAddr>() else {
             ctx.diags.push(crate::model::Diagnostic::new(
                 crate::model::Severity::Warning,
@@ -107,7 +107,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             }
         }
     });
-    let listed: BTreeMap<PciAddr, String> = resolved.into_iter().flatten().collect();
+    let listed: BTreeMap<PciAddr, String> = resolved.into_iter().collect();
     // Each function's path and place (host bridge, parent) from its canonical path, and
     // bridges named in a device's path but absent from the bus listing (partial captures).
     let mut found: BTreeMap<PciAddr, (String, Place)> = BTreeMap::new();
@@ -152,22 +152,18 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             path.to_string()
         }
     };
-    let mut functions: Vec<PciFunction> = ctx
-        .par_map(
-            &paths,
-            super::FUNCTIONS_PER_THREAD,
-            |ctx, (addr, path, place)| {
-                let class = if nics.is_some() && parents.contains(addr) {
-                    Some(Some(PCI_BRIDGE_CLASS))
-                } else {
-                    read_class(ctx, path, || origin(addr, path))
-                }?;
-                read_function(ctx, *addr, path, class, place, nics.as_ref())
-            },
-        )
-        .into_iter()
-        .flatten()
-        .collect();
+    let mut functions: Vec<PciFunction> = ctx.par_filter_map(
+        &paths,
+        super::FUNCTIONS_PER_THREAD,
+        |ctx, (addr, path, place)| {
+            let class = if nics.is_some() && parents.contains(addr) {
+                Some(Some(PCI_BRIDGE_CLASS))
+            } else {
+                read_class(ctx, path, || origin(addr, path))
+            }?;
+            read_function(ctx, *addr, path, class, place, nics.as_ref())
+        },
+    );
     functions.sort_by_key(|f| f.address);
     if let Some(nics) = &nics {
         read_host_bridge_numa(ctx, &mut functions, nics);
@@ -240,11 +236,11 @@ fn forget_unknown_numa_nodes(ctx: &mut Ctx, topo: &Topology, functions: &mut [Pc
 /// link) rather than the attribute; `Some(None)` when only the attribute is.
 fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Option<Option<u32>> {
     let file = join(path, "class");
-    let e = match ctx.fs.read(&file) {
-        Ok(text) => {
-            let text = text.trim_end_matches(['\n', '\0']);
-            return Some(ctx.parsed(&file, text, |t| parse_hex_u32("class", t)));
-        }
+    let e = match ctx
+        .fs
+        .read_with(&file, |t| parse_hex_u32("class", super::trim_attr(t)))
+    {
+        Ok(parsed) => return Some(ctx.accept(&file, parsed)),
         Err(e) => e,
     };
     let bad_path = matches!(

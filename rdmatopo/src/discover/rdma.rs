@@ -26,9 +26,14 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     } else {
         1
     };
-    let mut devices: Vec<RdmaDevice> = ctx.par_map(&names, per_thread, |ctx, name| {
+    let mut devices: Vec<RdmaDevice> = ctx.par_filter_map(&names, per_thread, |ctx, name| {
         let dir = join(CLASS_DIR, name);
-        read_device(ctx, &dir, name.clone(), uverbs.get(name).cloned())
+        Some(read_device(
+            ctx,
+            &dir,
+            name.clone(),
+            uverbs.get(name).cloned(),
+        ))
     });
     devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
     topo.rdma_devices = devices;

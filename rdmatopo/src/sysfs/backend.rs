@@ -25,9 +25,10 @@ pub trait Backend: Send + Sync {
     fn kind(&self, path: &str) -> io::Result<EntryKind>;
     /// The stored target of a symlink.
     fn read_link(&self, path: &str) -> io::Result<String>;
-    /// At most `limit` bytes of a regular file. A final symlink is not followed
-    /// (`ELOOP`, as with `O_NOFOLLOW`); anything else that is not a file is `InvalidInput`.
-    fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>>;
+    /// At most `limit` bytes of a regular file, in place of `buf`'s contents (its
+    /// capacity is reused). A final symlink is not followed (`ELOOP`, as with
+    /// `O_NOFOLLOW`); anything else that is not a file is `InvalidInput`.
+    fn read_file(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> io::Result<()>;
     /// Names in a directory, unsorted, each with its kind when the listing tells it
     /// for free (`d_type`).
     fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>>;
@@ -185,12 +186,14 @@ impl Backend for DirBackend {
 
     fn read_link(&self, path: &str) -> io::Result<String> {
         let target = rfs::readlinkat(self.root()?, relative(path)?, Vec::new())?;
-        Ok(String::from_utf8_lossy(target.as_bytes()).into_owned())
+        Ok(target
+            .into_string()
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.into_cstring().as_bytes()).into_owned()))
     }
 
-    fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>> {
+    fn read_file(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> io::Result<()> {
         // O_NONBLOCK: opening a FIFO must not wait for a writer.
-        read_bounded(File::from(self.open_canonical(path)?), limit)
+        read_bounded(File::from(self.open_canonical(path)?), limit, buf)
     }
 
     fn reads_check_paths(&self) -> bool {
@@ -234,7 +237,11 @@ impl Backend for DirBackend {
                         EntryKind::Other
                     }
                 });
-                Ok((e.file_name().to_string_lossy().into_owned(), kind))
+                let name = e.file_name().into_string();
+                Ok((
+                    name.unwrap_or_else(|n| n.to_string_lossy().into_owned()),
+                    kind,
+                ))
             })
             .collect()
     }
@@ -246,12 +253,13 @@ impl Backend for DirBackend {
 /// buffer ends where the read ended: one `read` per attribute, no `fstat`. Only a read
 /// that gives nothing (an empty file, or a FIFO without a writer) or fails asks what the
 /// file is, so a FIFO or a directory is "not a file", never a hang.
-fn read_bounded(file: File, limit: usize) -> io::Result<Vec<u8>> {
+fn read_bounded(file: File, limit: usize, buf: &mut Vec<u8>) -> io::Result<()> {
     let not_a_file = |file: &File| -> io::Result<bool> { Ok(!file.metadata()?.is_file()) };
     // Read into spare capacity: no zeroing of a page per attribute.
     let first = limit.clamp(1, SMALL_READ);
-    let mut buf = Vec::with_capacity(first);
-    let n = match rustix::io::read(&file, rustix::buffer::spare_capacity(&mut buf)) {
+    buf.clear();
+    buf.reserve(first);
+    let n = match rustix::io::read(&file, rustix::buffer::spare_capacity(&mut *buf)) {
         Ok(n) => n,
         Err(_) if not_a_file(&file)? => return Err(io::Error::from(io::ErrorKind::InvalidInput)),
         Err(e) => return Err(e.into()),
@@ -260,10 +268,10 @@ fn read_bounded(file: File, limit: usize) -> io::Result<Vec<u8>> {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
     if n >= first && limit > n {
-        file.take((limit - n) as u64).read_to_end(&mut buf)?;
+        file.take((limit - n) as u64).read_to_end(buf)?;
     }
     buf.truncate(limit);
-    Ok(buf)
+    Ok(())
 }
 
 /// The first read's size: a page, the most a sysfs attribute holds.

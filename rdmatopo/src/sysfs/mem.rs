@@ -99,9 +99,13 @@ impl Backend for MemTree {
         }
     }
 
-    fn read_file(&self, path: &str, limit: usize) -> io::Result<Vec<u8>> {
+    fn read_file(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> io::Result<()> {
         match self.get(path)? {
-            MemEntry::File(bytes) => Ok(bytes[..bytes.len().min(limit)].to_vec()),
+            MemEntry::File(bytes) => {
+                buf.clear();
+                buf.extend_from_slice(&bytes[..bytes.len().min(limit)]);
+                Ok(())
+            }
             MemEntry::Unreadable(errno) => Err(io::Error::from_raw_os_error(*errno)),
             MemEntry::Dir => Err(io::Error::from_raw_os_error(libc::EISDIR)),
             // Like `open(O_NOFOLLOW)` on a symlink.

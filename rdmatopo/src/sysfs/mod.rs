@@ -17,6 +17,7 @@ pub use backend::{Backend, DirBackend, EntryKind};
 pub use mem::{MemEntry, MemTree};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::borrow::Cow;
 use std::io;
 use std::path::Path;
 use std::sync::Mutex;
@@ -257,14 +258,24 @@ impl Sysfs {
         Ok(join(&self.checked(dir)?, name))
     }
 
-    /// Resolve the directories of `path` but not its last component.
-    fn resolve_parent(&self, path: &str) -> Result<String, SysfsError> {
+    /// Resolve the directories of `path` but not its last component. A path in a
+    /// directory known to be canonical is its own answer (no copy): discovery reads
+    /// most attributes by the canonical paths it resolved.
+    fn resolve_parent<'p>(&self, path: &'p str) -> Result<Cow<'p, str>, SysfsError> {
         let (dir, name) = split_last(path);
         if matches!(name, "" | "." | "..") {
-            return self.resolve(path, true);
+            return self.resolve(path, true).map(Cow::Owned);
+        }
+        let canonical_dir = || {
+            self.resolved
+                .lock()
+                .is_ok_and(|cache| cache.get(dir).is_some_and(|real| real == dir))
+        };
+        if path.len() == dir.len() + 1 + name.len() && canonical_dir() {
+            return Ok(Cow::Borrowed(path));
         }
         let dir = self.resolve(dir, true)?;
-        Ok(join(&dir, name))
+        Ok(Cow::Owned(join(&dir, name)))
     }
 
     fn resolve(&self, path: &str, follow_last: bool) -> Result<String, SysfsError> {
@@ -469,14 +480,36 @@ impl Sysfs {
 
     /// Read a whole attribute file as text (at most [`MAX_ATTR_BYTES`]).
     pub fn read(&self, path: &str) -> Result<String, SysfsError> {
-        let bytes = self.read_bytes(path, MAX_ATTR_BYTES)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        self.read_with(path, str::to_owned)
+    }
+
+    /// Read a whole attribute file (at most [`MAX_ATTR_BYTES`]) and hand its text to
+    /// `f`. The bytes land in a buffer that every read on this thread reuses, so an
+    /// attribute that is parsed and dropped costs no allocation.
+    pub fn read_with<R>(&self, path: &str, f: impl FnOnce(&str) -> R) -> Result<R, SysfsError> {
+        thread_local! {
+            static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        // Taken out, not borrowed: `f` may read another file.
+        let mut buf = BUFFER.take();
+        let result = self
+            .read_limited(path, MAX_ATTR_BYTES, &mut buf)
+            .map(|()| f(&String::from_utf8_lossy(&buf)));
+        BUFFER.set(buf);
+        result
     }
 
     /// Read a whole file as bytes, failing when it is larger than `limit`.
     pub fn read_bytes(&self, path: &str, limit: usize) -> Result<Vec<u8>, SysfsError> {
-        let bytes = self.read_file(path, limit + 1)?;
-        if bytes.len() > limit {
+        let mut bytes = Vec::new();
+        self.read_limited(path, limit, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// A whole file in place of `buf`'s contents, failing when it is larger than `limit`.
+    fn read_limited(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> Result<(), SysfsError> {
+        self.read_file(path, limit + 1, buf)?;
+        if buf.len() > limit {
             return Err(SysfsError::TooLarge {
                 path: path.to_string(),
                 limit,
@@ -485,22 +518,24 @@ impl Sysfs {
         if let Some(kept) = &self.kept
             && let Ok(mut kept) = kept.lock()
         {
-            kept.insert(normalize(path), bytes.clone());
+            kept.insert(normalize(path), buf.clone());
         }
-        Ok(bytes)
+        Ok(())
     }
 
     /// Read the first `limit` bytes of a file that may be longer (`/proc/cpuinfo`).
     pub fn read_prefix(&self, path: &str, limit: usize) -> Result<String, SysfsError> {
-        let bytes = self.read_file(path, limit)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        let mut bytes = Vec::new();
+        self.read_file(path, limit, &mut bytes)?;
+        Ok(String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
     }
 
-    /// At most `limit` bytes of the file at `path`. The directory resolves through the
-    /// cache and the name is opened without following a final symlink (`O_NOFOLLOW`):
-    /// one `openat` per attribute, no `lstat` first. A name that is a symlink (ELOOP)
-    /// is resolved inside the root and read there.
-    fn read_file(&self, path: &str, limit: usize) -> Result<Vec<u8>, SysfsError> {
+    /// At most `limit` bytes of the file at `path`, in place of `buf`'s contents. The
+    /// directory resolves through the cache and the name is opened without following a
+    /// final symlink (`O_NOFOLLOW`): one `openat` per attribute, no `lstat` first. A
+    /// name that is a symlink (ELOOP) is resolved inside the root and read there.
+    fn read_file(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> Result<(), SysfsError> {
         self.note(path);
         self.reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -508,12 +543,12 @@ impl Sysfs {
         let mut result = Err(io::Error::from_raw_os_error(libc::ELOOP));
         for _ in 0..MAX_RETRACTIONS + 2 {
             let real = if follow_last {
-                self.resolve(path, true)?
+                Cow::Owned(self.resolve(path, true)?)
             } else {
                 self.resolve_parent(path)?
             };
             let dir = split_last(&real).0;
-            result = self.backend.read_file(&real, limit);
+            result = self.backend.read_file(&real, limit, buf);
             let refused = result
                 .as_ref()
                 .is_err_and(|e| matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)));
@@ -525,7 +560,7 @@ impl Sysfs {
             }
             // A symlink where a link's target, taken on trust, said a directory (or,
             // once the name is followed, a file) is: check every step from now on.
-            let suspect = if follow_last { real.as_str() } else { dir };
+            let suspect = if follow_last { &*real } else { dir };
             if self.is_unchecked(suspect) && !self.check(suspect) {
                 self.distrust();
                 continue;
@@ -586,13 +621,13 @@ impl Sysfs {
         // resolved already, links go straight to `readlink`.
         if let (Ok(mut dirs), Ok(mut links)) = (self.resolved.lock(), self.known_links.lock()) {
             for (name, kind) in &entries {
-                let child = join(&real, name);
                 match kind {
                     Some(EntryKind::Dir) => {
+                        let child = join(&real, name);
                         dirs.insert(child.clone(), child);
                     }
                     Some(EntryKind::Symlink) => {
-                        links.insert(child);
+                        links.insert(join(&real, name));
                     }
                     _ => {}
                 }
@@ -669,7 +704,7 @@ fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {
 
 /// `path` in [`normalize`]d form, without a copy when it is already (the usual case:
 /// discovery builds its paths with [`join`]).
-fn normalized(path: &str) -> std::borrow::Cow<'_, str> {
+fn normalized(path: &str) -> Cow<'_, str> {
     let already = path == "/"
         || (path.starts_with('/')
             && !path.ends_with('/')
@@ -677,9 +712,9 @@ fn normalized(path: &str) -> std::borrow::Cow<'_, str> {
             && !path.contains("/./")
             && !path.ends_with("/."));
     if already {
-        std::borrow::Cow::Borrowed(path)
+        Cow::Borrowed(path)
     } else {
-        std::borrow::Cow::Owned(normalize(path))
+        Cow::Owned(normalize(path))
     }
 }
 
