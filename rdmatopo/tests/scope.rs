@@ -49,11 +49,39 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
     if !vf.context.is_container() {
         assert_eq!(va.context, vf.context, "{name}: context");
     }
+    // The process view's CPU mask and container evidence are read whole; limits,
+    // device nodes and the driver's GPU list stay empty.
+    let (pa, pf) = (&aff.process, &full.process);
+    assert_eq!(pa.usable_cpus(), pf.usable_cpus(), "{name}: usable CPUs");
     assert_eq!(
-        aff.process, full.process,
-        "{name}: the process view is read whole"
+        (
+            &pa.cgroups,
+            &pa.env,
+            &pa.device_mounts,
+            &pa.container_markers,
+            pa.cap_eff
+        ),
+        (
+            &pf.cgroups,
+            &pf.env,
+            &pf.device_mounts,
+            &pf.container_markers,
+            pf.cap_eff
+        ),
+        "{name}: the container evidence"
     );
-    assert_eq!(aff.numa_nodes, full.numa_nodes, "{name}");
+    assert_eq!(pa.memlock, None, "{name}");
+    assert!(
+        pa.proc_nvidia_gpu_info.is_empty() && pa.dev_nvidia.is_empty(),
+        "{name}"
+    );
+    let cpus = |t: &Topology| {
+        t.numa_nodes
+            .iter()
+            .map(|n| (n.id, n.cpus.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(cpus(aff), cpus(full), "{name}: NUMA nodes");
     assert_eq!(aff.host_bridges, full.host_bridges, "{name}");
     let addrs = |t: &Topology| t.pci.iter().map(|f| f.address).collect::<Vec<_>>();
     assert_eq!(addrs(aff), addrs(full), "{name}: the same PCI functions");

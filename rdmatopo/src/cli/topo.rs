@@ -44,7 +44,7 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
     // On a host without --owned the output is nvidia-smi's, unchanged.
     let header = (owned_view || view.context.is_container())
         .then(|| header(&topo, &view, owned_view, &matrix));
-    Ok(Output::ok(match args.format {
+    let text = match args.format {
         Format::Json => match &header {
             None => json(&matrix),
             Some(h) => {
@@ -82,7 +82,9 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
                 }
             }
         }
-    }))
+    };
+    super::keep_until_exit((fs, topo, view, matrix));
+    Ok(Output::ok(text))
 }
 
 /// One line saying which view is shown and why.

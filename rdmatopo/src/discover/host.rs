@@ -1,7 +1,7 @@
 //! NUMA nodes, machine-wide facts, and the reading process's own view.
 
 use super::Ctx;
-use crate::model::{CpuInfo, Mount, NetnsMode, NumaNode, NvidiaProcGpu, Topology};
+use crate::model::{CpuInfo, Mount, NetnsMode, NumaNode, NvidiaProcGpu, Process, Topology};
 use crate::parse::{
     parse_cgroup, parse_cpulist, parse_environ, parse_limits_memlock, parse_rdma_cgroup,
     parse_status_field,
@@ -56,6 +56,8 @@ fn env_is_relevant(key: &str) -> bool {
 }
 
 pub(super) fn read_numa(ctx: &mut Ctx, topo: &mut Topology) {
+    // No analysis of the affinity scope weighs NUMA distances.
+    let distances_wanted = ctx.scope != super::Scope::Affinity;
     let mut nodes: Vec<NumaNode> = ctx
         .list(NODE_DIR)
         .into_iter()
@@ -65,12 +67,15 @@ pub(super) fn read_numa(ctx: &mut Ctx, topo: &mut Topology) {
             let cpus = ctx
                 .attr(&join(&dir, "cpulist"), false, parse_cpulist)
                 .unwrap_or_default();
-            let distances = ctx
-                .attr(&join(&dir, "distance"), true, |t| {
-                    t.split_whitespace()
-                        .map(|d| crate::parse::parse_dec::<u32>("NUMA distance", d))
-                        .collect::<Result<Vec<_>, _>>()
+            let distances = distances_wanted
+                .then(|| {
+                    ctx.attr(&join(&dir, "distance"), true, |t| {
+                        t.split_whitespace()
+                            .map(|d| crate::parse::parse_dec::<u32>("NUMA distance", d))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
                 })
+                .flatten()
                 .unwrap_or_default();
             NumaNode {
                 id,
@@ -137,6 +142,8 @@ fn parse_cpuinfo(text: &str) -> CpuInfo {
 }
 
 pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
+    // The affinity scope reads what the CPU mask and the host/container decision need.
+    let whole = ctx.scope != super::Scope::Affinity;
     let p = &mut topo.process;
     if let Some(status) = ctx.text("/proc/self/status", true) {
         p.cap_eff = parse_status_field(&status, "CapEff")
@@ -163,7 +170,6 @@ pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
     p.cgroups = ctx
         .attr("/proc/self/cgroup", true, parse_cgroup)
         .unwrap_or_default();
-    p.memlock = ctx.attr("/proc/self/limits", true, parse_limits_memlock);
     let dirs = cgroup_dirs(&p.cgroups);
     for dir in &dirs {
         if p.cgroup_cpuset.is_none() {
@@ -174,11 +180,53 @@ pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
                 }
             }
         }
-        if p.rdma_max.is_none() {
+        if whole && p.rdma_max.is_none() {
             p.rdma_max = ctx.attr(&join(dir, "rdma.max"), true, parse_rdma_cgroup);
             p.rdma_current = ctx.attr(&join(dir, "rdma.current"), true, parse_rdma_cgroup);
         }
     }
+    read_device_view(ctx, p, whole);
+}
+
+/// Device nodes and the driver's GPU list (only with `whole`), runtime mounts and
+/// container markers.
+fn read_device_view(ctx: &mut Ctx, p: &mut Process, whole: bool) {
+    if whole {
+        p.memlock = ctx.attr("/proc/self/limits", true, parse_limits_memlock);
+        read_device_nodes(ctx, p);
+    }
+    // Container hosts have thousands of mounts: read more than one attribute's worth.
+    match ctx
+        .fs
+        .read_bytes("/proc/self/mountinfo", MOUNTINFO_MAX_BYTES)
+    {
+        Ok(bytes) => {
+            p.device_mounts = parse_mountinfo(&String::from_utf8_lossy(&bytes))
+                .into_iter()
+                .filter(|m| is_device_mount(&m.mount_point))
+                .collect();
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(e) => ctx.unreadable(&e),
+    }
+    p.container_markers = CONTAINER_MARKERS
+        .iter()
+        .filter(|m| ctx.fs.exists(m))
+        .map(|m| m.to_string())
+        .collect();
+    if whole
+        && p.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str) == Some(NVIDIA_CONTAINER_DEVICES)
+    {
+        p.nvidia_container_devices = ctx
+            .fs
+            .list_opt(NVIDIA_CONTAINER_DEVICES)
+            .unwrap_or_default();
+    }
+}
+
+/// `/dev/infiniband`, `/dev/nvidia<N>` and what the NVIDIA driver lists under
+/// `/proc/driver/nvidia`.
+fn read_device_nodes(ctx: &mut Ctx, p: &mut Process) {
     p.dev_infiniband = ctx.fs.list_opt("/dev/infiniband").unwrap_or_default();
     let dev = ctx.fs.list("/dev").ok();
     p.dev_listed = dev.as_ref().is_some_and(|d| !d.is_empty());
@@ -200,31 +248,6 @@ pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
             parse_nvidia_information(bus_id, &text)
         })
         .collect();
-    // Container hosts have thousands of mounts: read more than one attribute's worth.
-    match ctx
-        .fs
-        .read_bytes("/proc/self/mountinfo", MOUNTINFO_MAX_BYTES)
-    {
-        Ok(bytes) => {
-            p.device_mounts = parse_mountinfo(&String::from_utf8_lossy(&bytes))
-                .into_iter()
-                .filter(|m| is_device_mount(&m.mount_point))
-                .collect();
-        }
-        Err(e) if e.is_not_found() => {}
-        Err(e) => ctx.unreadable(&e),
-    }
-    p.container_markers = CONTAINER_MARKERS
-        .iter()
-        .filter(|m| ctx.fs.exists(m))
-        .map(|m| m.to_string())
-        .collect();
-    if p.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str) == Some(NVIDIA_CONTAINER_DEVICES) {
-        p.nvidia_container_devices = ctx
-            .fs
-            .list_opt(NVIDIA_CONTAINER_DEVICES)
-            .unwrap_or_default();
-    }
 }
 
 /// Mount points that say which devices a runtime gave the container.

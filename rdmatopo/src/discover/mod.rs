@@ -33,13 +33,15 @@ pub enum Scope {
     #[default]
     Full,
     /// What the GPU/NIC affinity matrix and the host/container decision need, and no
-    /// more: NUMA nodes; the PCI tree with every function's class (a function with
+    /// more: NUMA nodes and their CPUs (no distances); the PCI tree with every function's class (a function with
     /// functions below it is a PCI-to-PCI bridge by the tree: recorded as `0x060400`
     /// without reading), and vendor and device ids of display functions and RDMA
     /// devices' functions (0 elsewhere);
     /// `numa_node` and `local_cpulist` of GPUs and of RDMA devices' functions, and
-    /// each host bridge's node; each RDMA device's PCI function; the process's view;
-    /// NVML facts. Ports, GID tables, netdevs, link state, SR-IOV, drivers, ACS, QoS
+    /// each host bridge's node; each RDMA device's PCI function; of the process view,
+    /// its CPU mask (status and cgroup cpuset) and container evidence (cgroups,
+    /// environment, runtime mounts, marker files), not its limits, rdma cgroup, device
+    /// nodes or the driver's GPU list; NVML facts. Ports, GID tables, netdevs, link state, SR-IOV, drivers, ACS, QoS
     /// and host details stay empty. On a DGX-class tree this opens about a fifteenth
     /// of the files of [`Scope::Full`].
     Affinity,
