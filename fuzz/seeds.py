@@ -28,11 +28,13 @@ FILES = {
     "rdma_max": r"/rdma\.(max|current)$",
     "proc_status": r"^proc/(self/(status|cgroup|limits)|net/(route|fib_trie))$",
     "pcicfg": r"/config$",
+    "pci_uevent": r"^sys/devices/pci.*/[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]/uevent$",
 }
 
 EXTRA = {
     "cpulist": ["0-7:2/4\n", "0,2,4-6\n", "\n", "0-8191\n", "1-0\n"],
     "cpumask": ["ff,ffffffff\n", "00000000,00000000,0000ff00\n", "0\n"],
+    "pci_uevent": ["PCI_CLASS=60400\nPCI_ID=1000:C030\n", "PCI_CLASS=\nPCI_ID=:\n", "PCI_ID=15B3:101D\n"],
     "pci_addr": ["10000:e1:00.1", "3b:00.0", "00000000:3B:00.0", "0101:00:00.0"],
     "link_speed": ["8 GT/s\n", "Unknown\n", "2.5 GT/s PCIe\n", "64.0 GT/s PCIe\n"],
     "port_state": ["1: DOWN\n", "3: Disabled\n", "Unknown\n"],

@@ -111,11 +111,12 @@ def minimum(name):
         display = {f for f in fns if open(os.path.join(bus, f, "class")).read().startswith("0x03")}
         bridges = [h for h in os.listdir(r("sys/devices")) if re.fullmatch(r"pci[0-9a-f]+:[0-9a-f]+", h)]
         nodes = len([n for n in os.listdir(r("sys/devices/system/node")) if re.fullmatch(r"node\d+", n)])
-        ids = len(display | nics)
-        n = len(leaves) + 2 * ids + 2 * (len(gpus) + len(nics)) + len(bridges) + nodes + 1 + 4
+        # A function's `uevent` states class, vendor and device in one file: the class of
+        # a NIC's function comes with its ids; a display function needs its class first.
+        n = len(leaves) + len(display - nics) + 2 * (len(gpus) + len(nics)) + len(bridges) + nodes + 1 + 4
         # The same files by name, for the floor: one process that only reads them.
-        names = [f"sys/bus/pci/devices/{f}/class" for f in leaves]
-        names += [f"sys/bus/pci/devices/{f}/{a}" for f in sorted(display | nics) for a in ("vendor", "device")]
+        names = [f"sys/bus/pci/devices/{f}/{'uevent' if f in nics else 'class'}" for f in leaves]
+        names += [f"sys/bus/pci/devices/{f}/uevent" for f in sorted(display - nics)]
         names += [f"sys/bus/pci/devices/{f}/{a}" for f in sorted(gpus | nics) for a in ("numa_node", "local_cpulist")]
         names += [f"sys/devices/{h}/{sorted(c for c in os.listdir(r('sys/devices', h)) if ':' in c)[0]}/numa_node"
                   for h in bridges if any(':' in c for c in os.listdir(r('sys/devices', h)))]
@@ -124,7 +125,8 @@ def minimum(name):
         with open(os.path.join(work, "topo.files"), "w") as out:
             out.write("\n".join(names) + "\n")
         return n, (f"class of {len(leaves)} functions without functions below them (not of "
-                   f"{len(fns) - len(leaves)} bridges); vendor+device of {ids} display and NIC functions; "
+                   f"{len(fns) - len(leaves)} bridges; a NIC's from its uevent, with its ids); "
+                   f"uevent (vendor, device) of {len(display - nics)} display functions; "
                    f"numa_node+local_cpulist of {len(gpus)} GPUs and {len(nics)} NICs; numa_node of "
                    f"{len(bridges)} host bridges; {nodes} node cpulists; nvml.json; status, cgroup, "
                    f"environ, mountinfo (host or container)")

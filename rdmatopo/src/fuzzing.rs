@@ -33,6 +33,7 @@ pub const TARGETS: &[(&str, FuzzBody)] = &[
     ("proc_status", proc_status),
     ("nccl_ib_hca", nccl_ib_hca),
     ("pcicfg", pcicfg),
+    ("pci_uevent", pci_uevent),
     ("discover", discover),
 ];
 
@@ -224,6 +225,20 @@ pub fn nccl_ib_hca(data: &[u8]) {
         if e.port.is_none_or(|p| p >= 1) {
             assert_eq!(filter.selects(&e.name, port), !filter.exclude, "{e:?}");
         }
+    }
+}
+
+/// A PCI function's `uevent`: what it accepts is what the kernel's `pci_uevent` prints
+/// back, and the ids are the ones printed.
+pub fn pci_uevent(data: &[u8]) {
+    let Some(t) = text(data) else { return };
+    if let Ok(ids) = parse::parse_pci_uevent(t) {
+        assert!(ids.class <= 0xff_ffff, "{ids:?}");
+        let again = format!(
+            "PCI_CLASS={:04X}\nPCI_ID={:04X}:{:04X}\n",
+            ids.class, ids.vendor, ids.device
+        );
+        assert_eq!(parse::parse_pci_uevent(&again).unwrap(), ids);
     }
 }
 

@@ -36,7 +36,7 @@ pub enum Scope {
     /// more: NUMA nodes and their CPUs (no distances); the PCI tree with every function's class (a function with
     /// functions below it is a PCI-to-PCI bridge by the tree: recorded as `0x060400`
     /// without reading), and vendor and device ids of display functions and RDMA
-    /// devices' functions (0 elsewhere);
+    /// devices' functions (0 elsewhere), from `uevent` where it states them;
     /// `numa_node` and `local_cpulist` of GPUs and of RDMA devices' functions, and
     /// each host bridge's node; each RDMA device's PCI function; of the process view,
     /// its CPU mask (status and cgroup cpuset) and container evidence (cgroups,

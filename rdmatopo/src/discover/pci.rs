@@ -3,8 +3,8 @@
 use super::{Ctx, Scope};
 use crate::model::{Gpu, HostBridge, PciFunction, PciRole, PcieLink, Sriov, Topology};
 use crate::parse::{
-    AcsState, PciAddr, parse_acs, parse_cpulist, parse_dec, parse_hex_u16, parse_hex_u32,
-    parse_link_speed, parse_numa_node,
+    AcsState, PciAddr, PciIds, parse_acs, parse_cpulist, parse_dec, parse_hex_u16, parse_hex_u32,
+    parse_link_speed, parse_numa_node, parse_pci_uevent,
 };
 use crate::sysfs::{SysfsError, join};
 use std::collections::{BTreeMap, BTreeSet};
@@ -156,12 +156,15 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         &paths,
         super::FUNCTIONS_PER_THREAD,
         |ctx, (addr, path, place)| {
-            let class = if nics.is_some() && parents.contains(addr) {
-                Some(Some(PCI_BRIDGE_CLASS))
+            let is_nic = nics.as_ref().is_some_and(|n| n.contains(addr));
+            let (class, ids) = if nics.is_some() && parents.contains(addr) {
+                (Some(PCI_BRIDGE_CLASS), None)
+            } else if let Some(ids) = is_nic.then(|| read_uevent(ctx, path)).flatten() {
+                (Some(ids.class), Some(ids))
             } else {
-                read_class(ctx, path, || origin(addr, path))
-            }?;
-            read_function(ctx, *addr, path, class, place, nics.as_ref())
+                (read_class(ctx, path, || origin(addr, path))?, None)
+            };
+            read_function(ctx, *addr, path, class, ids, place, nics.as_ref())
         },
     );
     functions.sort_by_key(|f| f.address);
@@ -257,14 +260,25 @@ fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Opt
     Some(None)
 }
 
-/// One function (`class` read already, `None` when unreadable). With `nics` (the
-/// affinity scope), only the tree's facts are read, and `local_cpulist` for GPUs and the
-/// functions in `nics`.
+/// Class, vendor and device from a function's `uevent`, in the affinity scope where
+/// they save reads; `None` (quietly: captures may leave `uevent` out) when it cannot
+/// tell, and the attribute files are read instead.
+fn read_uevent(ctx: &Ctx, path: &str) -> Option<PciIds> {
+    ctx.fs
+        .read_with(&join(path, "uevent"), parse_pci_uevent)
+        .ok()?
+        .ok()
+}
+
+/// One function (`class` read already, `None` when unreadable; `ids` when its `uevent`
+/// was read). With `nics` (the affinity scope), only the tree's facts are read, and
+/// `local_cpulist` for GPUs and the functions in `nics`.
 fn read_function(
     ctx: &mut Ctx,
     address: PciAddr,
     path: &str,
     class: Option<u32>,
+    ids: Option<PciIds>,
     (host_bridge, parent): &Place,
     nics: Option<&BTreeSet<PciAddr>>,
 ) -> Option<PciFunction> {
@@ -275,11 +289,16 @@ fn read_function(
     let vendor_of = |ctx: &mut Ctx| ctx.attr(&at("vendor"), false, |t| parse_hex_u16("vendor", t));
     let device_of = |ctx: &mut Ctx| ctx.attr(&at("device"), false, |t| parse_hex_u16("device", t));
     // The affinity scope needs ids only to tell NVIDIA GPUs among display functions (and
-    // to name the NICs); for every other function the class is enough (0: not read).
-    let (vendor, device) = if full || is_nic || class.is_some_and(|c| c >> 16 == 0x03) {
+    // to name the NICs), from `uevent` where it tells them; for every other function the
+    // class is enough (0: not read).
+    let (vendor, device) = if full {
         (vendor_of(ctx), device_of(ctx))
-    } else {
+    } else if !is_nic && !class.is_some_and(|c| c >> 16 == 0x03) {
         (Some(0), Some(0))
+    } else if let Some(ids) = ids.or_else(|| read_uevent(ctx, path)) {
+        (Some(ids.vendor), Some(ids.device))
+    } else {
+        (vendor_of(ctx), device_of(ctx))
     };
     let (Some(vendor), Some(device), Some(class)) = (vendor, device, class) else {
         // Vanished (hot-unplug) or broken: diagnostics already name the files.

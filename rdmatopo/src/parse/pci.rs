@@ -220,9 +220,74 @@ pub fn parse_hex_u16(what: &'static str, text: &str) -> Result<u16, ParseError> 
     u16::try_from(v).map_err(|_| ParseError::new(what, text, "larger than 16 bits"))
 }
 
+/// A function's identity as its `uevent` states it: one read instead of `class`,
+/// `vendor` and `device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PciIds {
+    pub class: u32,
+    pub vendor: u16,
+    pub device: u16,
+}
+
+/// A PCI function's `uevent`: `KEY=value` lines, of which `PCI_CLASS=30200` (the class,
+/// `%04X`) and `PCI_ID=10DE:2330` (vendor and device, `%04X:%04X`) are read (the
+/// kernel's `pci_uevent`).
+pub fn parse_pci_uevent(text: &str) -> Result<PciIds, ParseError> {
+    let err = |reason| ParseError::new("PCI uevent", text, reason);
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+    };
+    let hex = |s: &str, max: usize| -> Option<u32> {
+        (!s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(s, 16).ok())
+            .flatten()
+    };
+    let class = value("PCI_CLASS").ok_or_else(|| err("no PCI_CLASS"))?;
+    let class = hex(class, 6).ok_or_else(|| err("PCI_CLASS is not 1 to 6 hex digits"))?;
+    let (vendor, device) = value("PCI_ID")
+        .and_then(|id| id.split_once(':'))
+        .and_then(|(v, d)| Some((hex(v, 4)?, hex(d, 4)?)))
+        .ok_or_else(|| err("PCI_ID is not vendor:device in hex"))?;
+    Ok(PciIds {
+        class,
+        vendor: vendor as u16,
+        device: device as u16,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_uevent_gives_class_vendor_and_device() {
+        let text = "DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=10DE:2330\nPCI_SUBSYS_ID=10DE:16C1\nPCI_SLOT_NAME=0000:1b:00.0\nMODALIAS=pci:v000010DEd00002330sv000010DEsd000016C1bc03sc02i00\n";
+        assert_eq!(
+            parse_pci_uevent(text).unwrap(),
+            PciIds {
+                class: 0x030200,
+                vendor: 0x10de,
+                device: 0x2330
+            }
+        );
+        // A bridge without a driver: the class has leading digits dropped by `%04X`.
+        let bridge = parse_pci_uevent("PCI_CLASS=60400\nPCI_ID=1000:C030\n").unwrap();
+        assert_eq!((bridge.class, bridge.vendor), (0x060400, 0x1000));
+        for bad in [
+            "",
+            "PCI_ID=10DE:2330\n",
+            "PCI_CLASS=30200\n",
+            "PCI_CLASS=30200\nPCI_ID=10DE\n",
+            "PCI_CLASS=3020000\nPCI_ID=10DE:2330\n",
+            "PCI_CLASS=\nPCI_ID=10DE:2330\n",
+            "PCI_CLASS=30200\nPCI_ID=10DEE:2330\n",
+            "PCI_CLASS=+30200\nPCI_ID=10DE:2330\n",
+            "XPCI_CLASS=30200\nPCI_ID=10DE:2330\n",
+        ] {
+            assert!(parse_pci_uevent(bad).is_err(), "{bad:?}");
+        }
+    }
 
     /// The fast path for the kernel's spelling agrees with the general parser, which a
     /// leading space forces (it trims first).
