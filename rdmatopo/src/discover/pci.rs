@@ -291,9 +291,10 @@ fn read_function(
     // The affinity scope needs ids only to tell NVIDIA GPUs among display functions (and
     // to name the NICs), from `uevent` where it tells them; for every other function the
     // class is enough (0: not read).
+    let display = class.is_some_and(|c| c >> 16 == 0x03);
     let (vendor, device) = if full {
         (vendor_of(ctx), device_of(ctx))
-    } else if !is_nic && !class.is_some_and(|c| c >> 16 == 0x03) {
+    } else if !(is_nic || display) {
         (Some(0), Some(0))
     } else if let Some(ids) = ids.or_else(|| read_uevent(ctx, path)) {
         (Some(ids.vendor), Some(ids.device))
