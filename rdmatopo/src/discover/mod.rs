@@ -121,49 +121,79 @@ impl<'a> Discoverer<'a> {
             diags: Vec::new(),
             scope: self.scope,
         };
-        let mut topo = Topology::empty(self.fs.label());
-        if self.scope.reads_machine() {
-            host::read_numa(&mut ctx, &mut topo);
-            host::read_host(&mut ctx, &mut topo);
-            host::read_process(&mut ctx, &mut topo);
-        }
-        // RDMA devices before the PCI tree: the affinity scope reads their functions in
-        // detail.
-        rdma::read_rdma(&mut ctx, &mut topo);
-        if self.scope.reads_machine() {
-            pci::read_pci(&mut ctx, &mut topo);
-        }
-        net::read_netdevs(&mut ctx, &mut topo);
-        rdma::link_port_netdevs(&mut topo);
-        if self.scope == Scope::Full {
-            qos::read_qos(&mut ctx, &mut topo);
-        }
         // Narrow scopes never collect: loading libnvidia-ml would cost more than their
         // whole read.
-        let sources = if self.scope.reads_machine() {
-            &self.sources[..]
+        let sources: &[&dyn FactSource] = if self.scope.reads_machine() {
+            &self.sources
         } else {
             &[]
         };
-        for source in sources {
-            match source.collect(self.fs) {
-                Ok(facts) => facts.apply(&mut topo),
-                Err(SourceError::Unavailable(why)) => {
-                    ctx.diags.push(Diagnostic::new(
-                        Severity::Info,
-                        "source-unavailable",
+        let collect = || {
+            sources
+                .iter()
+                .map(|source| source.collect(self.fs))
+                .collect::<Vec<_>>()
+        };
+        std::thread::scope(|s| {
+            // Sources are collected on a thread of their own while sysfs is read here:
+            // NVML's initialisation alone can take longer than the whole tree.
+            let early = (!sources.is_empty() && worker_threads(2, 1) > 1)
+                .then(|| std::thread::Builder::new().spawn_scoped(s, collect).ok())
+                .flatten();
+            let mut topo = self.read_sysfs(&mut ctx);
+            let collected = match early {
+                Some(helper) => helper
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                None => collect(),
+            };
+            for result in collected {
+                match result {
+                    Ok(facts) => facts.apply(&mut topo),
+                    Err(SourceError::Unavailable(why)) => {
+                        ctx.diags.push(Diagnostic::new(
+                            Severity::Info,
+                            "source-unavailable",
+                            None,
+                            why,
+                        ));
+                    }
+                    Err(e) => ctx.diags.push(Diagnostic::new(
+                        Severity::Warning,
+                        "source-failed",
                         None,
-                        why,
-                    ));
+                        e.to_string(),
+                    )),
                 }
-                Err(e) => ctx.diags.push(Diagnostic::new(
-                    Severity::Warning,
-                    "source-failed",
-                    None,
-                    e.to_string(),
-                )),
             }
+            Ok(self.finish(ctx, topo))
+        })
+    }
+
+    /// Everything sysfs and procfs hold for the scope.
+    fn read_sysfs(&self, ctx: &mut Ctx) -> Topology {
+        let mut topo = Topology::empty(self.fs.label());
+        if self.scope.reads_machine() {
+            host::read_numa(ctx, &mut topo);
+            host::read_host(ctx, &mut topo);
+            host::read_process(ctx, &mut topo);
         }
+        // RDMA devices before the PCI tree: the affinity scope reads their functions in
+        // detail.
+        rdma::read_rdma(ctx, &mut topo);
+        if self.scope.reads_machine() {
+            pci::read_pci(ctx, &mut topo);
+        }
+        net::read_netdevs(ctx, &mut topo);
+        rdma::link_port_netdevs(&mut topo);
+        if self.scope == Scope::Full {
+            qos::read_qos(ctx, &mut topo);
+        }
+        topo
+    }
+
+    /// GPUs from the PCI tree and the sources' facts, then the cross-checks.
+    fn finish(&self, mut ctx: Ctx, mut topo: Topology) -> Topology {
         pci::fill_gpus(&mut topo);
         if self.scope == Scope::Full {
             // Cross-checks need the link state and ports a narrower scope leaves out.
@@ -171,7 +201,7 @@ impl<'a> Discoverer<'a> {
                 .extend(crate::analysis::sources_check::check_sources(&topo));
         }
         topo.diagnostics = ctx.diags;
-        Ok(topo)
+        topo
     }
 }
 
