@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// What a path names, without following a final symlink.
@@ -60,6 +61,10 @@ pub struct DirBackend {
     /// Linux before 5.6, or a seccomp profile that predates it, so files are opened with
     /// `openat`), or is not tried yet.
     openat2: AtomicU8,
+    /// The directory the last `readlink` was in, opened: links come in runs from one
+    /// directory (`/sys/bus/pci/devices/*`), and a lookup of one name costs less than
+    /// of the whole path from the root.
+    link_dir: Mutex<Option<(String, Arc<OwnedFd>)>>,
 }
 
 const OPENAT2_UNTRIED: u8 = 0;
@@ -79,7 +84,34 @@ impl DirBackend {
             base,
             root,
             openat2: AtomicU8::new(OPENAT2_UNTRIED),
+            link_dir: Mutex::new(None),
         }
+    }
+
+    /// `readlinkat` of `path`'s last name from its directory's descriptor, opened
+    /// beneath the root without following symlinks (as reads are) and kept for the next
+    /// link; `None` where `openat2` is not known to work here, or the directory cannot
+    /// be opened (the caller then reads the link by its whole path, which reports why).
+    fn read_link_in_dir(&self, path: &str) -> Option<io::Result<std::ffi::CString>> {
+        let (dir, name) = path.rsplit_once('/')?;
+        if name.is_empty() || name == ".." || !self.reads_check_paths() {
+            return None;
+        }
+        // Held only to find or open the directory: threads read their links side by side.
+        let fd = {
+            let mut cached = self.link_dir.lock().ok()?;
+            match cached.as_ref() {
+                Some((open, fd)) if open == dir => Arc::clone(fd),
+                _ => {
+                    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                    let opened = self.open_beneath(if dir.is_empty() { "/" } else { dir }, flags);
+                    let fd = Arc::new(opened?.ok()?);
+                    *cached = Some((dir.to_string(), Arc::clone(&fd)));
+                    fd
+                }
+            }
+        };
+        Some(rfs::readlinkat(&*fd, name, Vec::new()).map_err(io::Error::from))
     }
 
     /// Open a canonical path for reading. The kernel refuses any symlink on the way
@@ -185,7 +217,10 @@ impl Backend for DirBackend {
     }
 
     fn read_link(&self, path: &str) -> io::Result<String> {
-        let target = rfs::readlinkat(self.root()?, relative(path)?, Vec::new())?;
+        let target = match self.read_link_in_dir(path) {
+            Some(target) => target?,
+            None => rfs::readlinkat(self.root()?, relative(path)?, Vec::new())?,
+        };
         Ok(target
             .into_string()
             .unwrap_or_else(|e| String::from_utf8_lossy(e.into_cstring().as_bytes()).into_owned()))
