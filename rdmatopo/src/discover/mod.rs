@@ -128,26 +128,36 @@ impl<'a> Discoverer<'a> {
         } else {
             &[]
         };
-        let collect = || {
+        // Sources that wait on a driver are collected on a thread of their own while
+        // sysfs is read here (NVML's initialisation alone can take longer than the
+        // whole tree); the others after sysfs, in line (quicker than starting a thread).
+        let collect = |blocking: bool| {
             sources
                 .iter()
-                .map(|source| source.collect(self.fs))
+                .enumerate()
+                .filter(|(_, source)| source.blocks() == blocking)
+                .map(|(i, source)| (i, source.collect(self.fs)))
                 .collect::<Vec<_>>()
         };
         std::thread::scope(|s| {
-            // Sources are collected on a thread of their own while sysfs is read here:
-            // NVML's initialisation alone can take longer than the whole tree.
-            let early = (!sources.is_empty() && worker_threads(2, 1) > 1)
-                .then(|| std::thread::Builder::new().spawn_scoped(s, collect).ok())
+            let helper = (sources.iter().any(|source| source.blocks()) && worker_threads(2, 1) > 1)
+                .then(|| {
+                    std::thread::Builder::new()
+                        .spawn_scoped(s, move || collect(true))
+                        .ok()
+                })
                 .flatten();
             let mut topo = self.read_sysfs(&mut ctx);
-            let collected = match early {
+            let mut collected = match helper {
                 Some(helper) => helper
                     .join()
                     .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                None => collect(),
+                None => collect(true),
             };
-            for result in collected {
+            collected.extend(collect(false));
+            // In the sources' order, whichever thread collected them.
+            collected.sort_by_key(|(i, _)| *i);
+            for (_, result) in collected {
                 match result {
                     Ok(facts) => facts.apply(&mut topo),
                     Err(SourceError::Unavailable(why)) => {

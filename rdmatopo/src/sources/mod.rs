@@ -56,6 +56,13 @@ pub trait FactSource: Send + Sync {
     /// # Errors
     /// [`SourceError::Unavailable`] when there is nothing to read.
     fn collect(&self, fs: &Sysfs) -> Result<Facts, SourceError>;
+
+    /// Whether collecting waits on something outside this process (a driver library's
+    /// initialisation): discovery then collects on a thread of its own while it reads
+    /// sysfs. Snapshots are quicker read in line than a thread is started.
+    fn blocks(&self) -> bool {
+        false
+    }
 }
 
 /// Replays `rdmatopo/nvml.json` from the root.

@@ -39,6 +39,10 @@ impl FactSource for LiveNvml {
     fn collect(&self, _fs: &Sysfs) -> Result<Facts, SourceError> {
         collect_with(None).map(Facts::Nvml)
     }
+    /// `nvmlInit` loads the driver library and waits on the kernel driver.
+    fn blocks(&self) -> bool {
+        true
+    }
 }
 
 /// Initialise NVML (from `lib_path`, else the default `libnvidia-ml.so.1`) and read it.

@@ -59,6 +59,11 @@ impl FactSource for LiveVerbs {
             devices,
         }))
     }
+
+    /// Opening each device goes through the provider library and the kernel driver.
+    fn blocks(&self) -> bool {
+        true
+    }
 }
 
 /// The array `ibv_get_device_list` returns, freed on drop.

@@ -5,8 +5,8 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What a path names, without following a final symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
