@@ -20,7 +20,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
 use std::io;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Largest attribute file read whole. sysfs attributes are at most one page; procfs
 /// files we read whole (`status`, `limits`) are a few KiB.
@@ -101,13 +101,14 @@ pub struct Sysfs {
     backend: Box<dyn Backend>,
     label: String,
     live: bool,
-    resolved: Mutex<HashMap<String, String>>,
+    /// Logical path → canonical path, for directories (a canonical one maps to itself).
+    resolved: Mutex<HashMap<String, Arc<str>>>,
     /// Canonical paths that a directory listing showed to be symlinks: resolution
     /// reads their target without an `lstat` first.
     known_links: Mutex<HashSet<String>>,
     /// Canonical directories taken from link targets without an `lstat` each, not yet
     /// proved by a read beneath them or a check ([`Sysfs::resolve_for_reads`]).
-    unchecked: Mutex<HashSet<String>>,
+    unchecked: Mutex<HashSet<Arc<str>>>,
     /// Set once a link target named a symlink as a directory: nothing is taken on trust
     /// from then on.
     careful: std::sync::atomic::AtomicBool,
@@ -269,7 +270,7 @@ impl Sysfs {
         let canonical_dir = || {
             self.resolved
                 .lock()
-                .is_ok_and(|cache| cache.get(dir).is_some_and(|real| real == dir))
+                .is_ok_and(|cache| cache.get(dir).is_some_and(|real| &**real == dir))
         };
         if path.len() == dir.len() + 1 + name.len() && canonical_dir() {
             return Ok(Cow::Borrowed(path));
@@ -321,6 +322,20 @@ impl Sysfs {
         // from a link target without being checked.
         let mut is_dir = true;
         let mut unchecked = self.is_unchecked(&done);
+        if trust_links
+            && follow_last
+            && !unchecked
+            && pending.len() == 1
+            && done == dir
+            && self.is_known_link(&normalized)
+            && let Some((mut real, trusted)) = self.follow_plain_link(&normalized, &done)?
+        {
+            if real.is_empty() {
+                real.push('/');
+            }
+            self.remember(normalized, &real, trusted);
+            return Ok(Some(real));
+        }
         let mut hops = 0;
         while let Some((source, start, end)) = pending.pop() {
             let comp = match source {
@@ -378,7 +393,7 @@ impl Sysfs {
             if kind != EntryKind::Symlink {
                 is_dir = kind == EntryKind::Dir;
                 if is_dir {
-                    self.cache_put(candidate.clone(), candidate.clone());
+                    self.cache_put(None, &candidate);
                 }
                 done = candidate;
                 continue;
@@ -403,19 +418,65 @@ impl Sysfs {
         if done.is_empty() {
             done.push('/');
         }
-        // Only directories are remembered: each file is read once, and a cache of every
-        // attribute path would grow with the tree.
         if follow_last && is_dir {
-            if unchecked {
-                // Reads beneath it name it canonically from now on.
-                self.cache_put(done.clone(), done.clone());
-                if let Ok(mut set) = self.unchecked.lock() {
-                    set.insert(done.clone());
-                }
-            }
-            self.cache_put(normalized.into_owned(), done.clone());
+            self.remember(normalized, &done, unchecked);
         }
         Ok(Some(done))
+    }
+
+    /// Only directories are remembered: each file is read once, and a cache of every
+    /// attribute path would grow with the tree. `unchecked`: `real` was taken from a
+    /// link target on trust.
+    fn remember(&self, logical: Cow<'_, str>, real: &str, unchecked: bool) {
+        let real: Arc<str> = Arc::from(real);
+        if unchecked && let Ok(mut set) = self.unchecked.lock() {
+            set.insert(Arc::clone(&real));
+        }
+        if let Ok(mut map) = self.resolved.lock() {
+            // Reads beneath it name it canonically from now on.
+            if !map.contains_key(&*real) {
+                map.insert(real.to_string(), Arc::clone(&real));
+            }
+            if *logical != *real {
+                map.insert(logical.into_owned(), real);
+            }
+        }
+    }
+
+    /// The usual link, resolved in one pass: a name in a listed directory
+    /// (`/sys/bus/pci/devices/0000:3b:00.0`) whose target is `..`s and then names the
+    /// kernel wrote (`../../../devices/pci0000:3a/...`), taken on trust, with whether
+    /// it names any (else it is a checked directory above `dir`). `None` for any other
+    /// target (absolute, or `..` after a name): the caller walks it.
+    fn follow_plain_link(
+        &self,
+        link: &str,
+        dir: &str,
+    ) -> Result<Option<(String, bool)>, SysfsError> {
+        let target = self
+            .backend
+            .read_link(link)
+            .map_err(|e| SysfsError::from_io(link, e))?;
+        if target.starts_with('/') {
+            return Ok(None);
+        }
+        let mut real = String::with_capacity(dir.len() + target.len() + 1);
+        real.push_str(dir);
+        let mut named = false;
+        for comp in target.split('/') {
+            match comp {
+                "" | "." => {}
+                ".." if named => return Ok(None),
+                // At the root, `..` stays there.
+                ".." => real.truncate(real.rfind('/').unwrap_or(0)),
+                name => {
+                    named = true;
+                    real.push('/');
+                    real.push_str(name);
+                }
+            }
+        }
+        Ok(Some((real, named)))
     }
 
     /// Whether `real`, or a directory above it, was taken from a link target and not
@@ -469,12 +530,17 @@ impl Sysfs {
     }
 
     fn cache_get(&self, key: &str) -> Option<String> {
-        self.resolved.lock().ok()?.get(key).cloned()
+        Some(self.resolved.lock().ok()?.get(key)?.to_string())
     }
 
-    fn cache_put(&self, key: String, value: String) {
+    /// Remember that the directory `logical` is `real`, and `real` itself (canonical).
+    fn cache_put(&self, logical: Option<String>, real: &str) {
+        let real: Arc<str> = Arc::from(real);
         if let Ok(mut map) = self.resolved.lock() {
-            map.insert(key, value);
+            if let Some(logical) = logical.filter(|l| **l != *real) {
+                map.insert(logical, Arc::clone(&real));
+            }
+            map.insert(real.to_string(), real);
         }
     }
 
@@ -620,11 +686,16 @@ impl Sysfs {
         // (a device's directory, or a `/sys/bus/pci/devices/*` link): directories are
         // resolved already, links go straight to `readlink`.
         if let (Ok(mut dirs), Ok(mut links)) = (self.resolved.lock(), self.known_links.lock()) {
+            // Room for all at once (`/sys/bus/pci/devices` is hundreds of links).
+            let count = |k| entries.iter().filter(|(_, kind)| *kind == Some(k)).count();
+            links.reserve(count(EntryKind::Symlink));
+            dirs.reserve(count(EntryKind::Dir));
             for (name, kind) in &entries {
                 match kind {
                     Some(EntryKind::Dir) => {
                         let child = join(&real, name);
-                        dirs.insert(child.clone(), child);
+                        let canonical = Arc::from(child.as_str());
+                        dirs.insert(child, canonical);
                     }
                     Some(EntryKind::Symlink) => {
                         links.insert(join(&real, name));
