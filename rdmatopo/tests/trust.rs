@@ -116,9 +116,11 @@ fn write_to_disk(tree: &MemTree, root: &Path) {
     }
 }
 
-/// What discovery does with each bus link, each answer as text (`Err` as "error").
-/// Each use gets a fresh [`Sysfs`]: one use that finds a lie makes the root careful
-/// from then on, which would hide whether the next use checks for itself.
+/// What discovery does with each bus link, each answer as text (`Err` as "error"),
+/// with and without listing the bus directory first (as discovery does: links it has
+/// listed resolve in one pass). Each use gets a fresh [`Sysfs`]: one use that finds a
+/// lie makes the root careful from then on, which would hide whether the next use
+/// checks for itself.
 fn answers(open: impl Fn() -> Sysfs, links: usize) -> Vec<String> {
     type Use = fn(&Sysfs, &str) -> Result<String, rdmatopo::sysfs::SysfsError>;
     // Each use, and its answer where the link does not resolve.
@@ -135,13 +137,21 @@ fn answers(open: impl Fn() -> Sysfs, links: usize) -> Vec<String> {
     let mut out = Vec::new();
     for i in 0..links {
         let link = format!("/sys/bus/pci/devices/f{i}");
-        for (use_it, unresolved) in uses {
+        for ((use_it, unresolved), listed) in uses.into_iter().flat_map(|u| [(u, false), (u, true)])
+        {
             let fs = open();
             // A good read first: on disk, reads are now known to be kernel-checked.
             out.push(
                 fs.read("/sys/bus/pci/devices/good/class")
                     .unwrap_or_default(),
             );
+            if listed {
+                out.push(
+                    fs.list("/sys/bus/pci/devices")
+                        .unwrap_or_default()
+                        .join(","),
+                );
+            }
             // Taken on trust, a path may resolve where a checked walk fails: then every
             // use of it fails too, which is what is compared.
             out.push(match fs.resolve_for_reads(&link) {
