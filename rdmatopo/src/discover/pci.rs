@@ -502,7 +502,8 @@ fn names(_vendor: u16, _device: u16) -> (Option<String>, Option<String>) {
 
 /// GPUs in PCI order, with NVML facts merged in when present.
 pub(super) fn fill_gpus(topo: &mut Topology) {
-    let nvml = topo.nvml.clone();
+    // Taken out while the GPUs are built beside it, and put back.
+    let nvml = topo.nvml.take();
     topo.gpus =
         topo.pci
             .iter()
@@ -537,4 +538,5 @@ pub(super) fn fill_gpus(topo: &mut Topology) {
                 }
             })
             .collect();
+    topo.nvml = nvml;
 }
