@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use rdmatopo::analysis::TopoMatrix;
+use rdmatopo::analysis::affinity::numa_of;
 use rdmatopo::analysis::container::ContainerView;
 use rdmatopo::analysis::gid::{choose_gid, is_roce};
 use rdmatopo::model::Port;
@@ -82,7 +83,28 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
             .collect::<Vec<_>>()
     };
     assert_eq!(cpus(aff), cpus(full), "{name}: NUMA nodes");
-    assert_eq!(aff.host_bridges, full.host_bridges, "{name}");
+    // Host bridges' nodes stand in for GPUs and NICs that know none of their own:
+    // those are read as in the full scope.
+    let names = |t: &Topology| {
+        t.host_bridges
+            .iter()
+            .map(|h| h.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(aff), names(full), "{name}: host bridges");
+    for f in aff.pci.iter().filter(|f| f.numa_node.is_none()) {
+        let endpoint =
+            f.is_nvidia_gpu() || aff.rdma_devices.iter().any(|d| d.pci == Some(f.address));
+        if endpoint {
+            let full_f = full.pci_function(f.address).unwrap();
+            assert_eq!(
+                numa_of(aff, f),
+                numa_of(full, full_f),
+                "{name}: node of {}",
+                f.address
+            );
+        }
+    }
     let addrs = |t: &Topology| t.pci.iter().map(|f| f.address).collect::<Vec<_>>();
     assert_eq!(addrs(aff), addrs(full), "{name}: the same PCI functions");
 }
@@ -110,6 +132,26 @@ fn the_affinity_scope_on_the_base_machine() {
     assert_same_answer("base", &full, &aff);
     assert!(aff.netdevs.is_empty() && aff.rdma_devices[0].ports.is_empty());
     assert_eq!(aff.rdma_devices[0].pci, full.rdma_devices[0].pci);
+}
+
+#[test]
+fn the_affinity_scope_reads_host_bridges_for_endpoints_without_a_node() {
+    // GPU0 says no node (-1) and the NIC's PF names one the machine lacks (7): both
+    // stand on their host bridge's node, as in the full scope, and the NIC's CPUs are
+    // read in its stead.
+    let sw = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
+    let mut tree = rdmatopo::fuzzing::base_machine();
+    tree.file(&format!("{sw}/0000:02:00.0/0000:03:00.0/numa_node"), "-1\n")
+        .file(&format!("{sw}/0000:02:01.0/0000:04:00.0/numa_node"), "7\n");
+    let (full, aff, _, _) = both(|| Sysfs::memory(tree.clone(), "edited"));
+    assert_same_answer("edited", &full, &aff);
+    let pf = "0000:04:00.0".parse().unwrap();
+    assert_eq!(numa_of(&aff, aff.pci_function(pf).unwrap()), Some(0));
+    assert!(aff.pci_function(pf).unwrap().local_cpus.is_some());
+    // A NIC that knows its node is not asked for its CPUs.
+    let (_, aff, _, _) = both(|| Sysfs::memory(rdmatopo::fuzzing::base_machine(), "base"));
+    assert!(aff.pci_function(pf).unwrap().local_cpus.is_none());
+    assert_eq!(aff.host_bridges[0].numa_node, Some(0));
 }
 
 /// `rdmatopo gids`'s answer: every port's link layer and GID table, NCCL's choice, and

@@ -39,6 +39,12 @@ pub enum Context {
 }
 
 impl Context {
+    /// The context `topo`'s process view shows, as [`ContainerView::of`] decides it,
+    /// without working out which devices are whose.
+    pub fn of(topo: &Topology) -> Self {
+        detect_context(topo).0
+    }
+
     /// Whether devices may belong to someone else.
     pub fn is_container(&self) -> bool {
         *self != Self::Host

@@ -2,7 +2,7 @@ use super::{Format, Output, RootArgs, json, nothing_found_line};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::analysis::TopoMatrix;
-use rdmatopo::analysis::container::{ContainerView, Ownership};
+use rdmatopo::analysis::container::{ContainerView, Context, Ownership};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
@@ -27,35 +27,45 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
     // whole model. The context itself comes from the process view, read in both.
     let mut topo =
         rdmatopo::discover_scope(&fs, rdmatopo::Scope::Affinity).map_err(|e| e.to_string())?;
-    let mut view = ContainerView::of(&topo);
-    if args.owned || view.context.is_container() || nothing_found_line(&topo).is_some() {
-        topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
-        view = ContainerView::of(&topo);
-    }
-    let owned_view = args.owned || (!args.all && view.context.is_container() && view.certain);
-    let matrix = if owned_view {
-        let gpus = view.owned_gpus();
-        let nics = view.owned_rdma();
-        let nics: Vec<&str> = nics.iter().map(String::as_str).collect();
-        TopoMatrix::build(&topo, &gpus, &nics)
-    } else {
-        TopoMatrix::for_topology(&topo)
+    // On a host without --owned the matrix is all there is: which devices are this
+    // process's is worked out only where it can change the output.
+    let view =
+        if args.owned || Context::of(&topo).is_container() || nothing_found_line(&topo).is_some() {
+            topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
+            Some(ContainerView::of(&topo))
+        } else {
+            None
+        };
+    let owned_view = view
+        .as_ref()
+        .is_some_and(|v| args.owned || (!args.all && v.context.is_container() && v.certain));
+    let matrix = match &view {
+        Some(v) if owned_view => {
+            let gpus = v.owned_gpus();
+            let nics = v.owned_rdma();
+            let nics: Vec<&str> = nics.iter().map(String::as_str).collect();
+            TopoMatrix::build(&topo, &gpus, &nics)
+        }
+        _ => TopoMatrix::for_topology(&topo),
     };
-    // On a host without --owned the output is nvidia-smi's, unchanged.
-    let header = (owned_view || view.context.is_container())
-        .then(|| header(&topo, &view, owned_view, &matrix));
+    // A header says which devices are shown and why (none on a host without --owned:
+    // the output is nvidia-smi's, unchanged).
+    let shown = view
+        .as_ref()
+        .filter(|v| owned_view || v.context.is_container())
+        .map(|v| (v, header(&topo, v, owned_view, &matrix)));
     let text = match args.format {
-        Format::Json => match &header {
+        Format::Json => match &shown {
             None => json(&matrix),
-            Some(h) => {
+            Some((v, h)) => {
                 let mut value = serde_json::to_value(&matrix).map_err(|e| e.to_string())?;
                 if let Some(obj) = value.as_object_mut() {
                     obj.insert(
                         "view".into(),
                         serde_json::json!({
                             "devices": if owned_view { "owned" } else { "all" },
-                            "context": view.context,
-                            "certain": view.certain,
+                            "context": v.context,
+                            "certain": v.certain,
                             "description": h,
                         }),
                     );
@@ -63,25 +73,22 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
                 json(&value)
             }
         },
-        Format::Table => {
-            if let Some(line) = nothing_found_line(&topo) {
-                line
-            } else if owned_view && matrix.devices().is_empty() {
+        Format::Table => match (nothing_found_line(&topo), &shown) {
+            (Some(line), _) => line,
+            (None, Some((v, h))) if owned_view && matrix.devices().is_empty() => format!(
+                "{h}\nrdmatopo: this {} owns none of the {} GPUs and {} RDMA devices visible; `rdmatopo inventory` shows why, `rdmatopo topo --all` shows them\n",
+                v.context,
+                topo.gpus.len(),
+                topo.rdma_devices.len(),
+            ),
+            (None, Some((_, h))) => {
                 format!(
-                    "{h}\nrdmatopo: this {} owns none of the {} GPUs and {} RDMA devices visible; `rdmatopo inventory` shows why, `rdmatopo topo --all` shows them\n",
-                    view.context,
-                    topo.gpus.len(),
-                    topo.rdma_devices.len(),
-                    h = header.unwrap_or_default(),
+                    "{h}\n\n{}",
+                    matrix.to_table(std::io::stdout().is_terminal())
                 )
-            } else {
-                let table = matrix.to_table(std::io::stdout().is_terminal());
-                match header {
-                    Some(h) => format!("{h}\n\n{table}"),
-                    None => table,
-                }
             }
-        }
+            (None, None) => matrix.to_table(std::io::stdout().is_terminal()),
+        },
     };
     super::keep_until_exit((fs, topo, view, matrix));
     Ok(Output::ok(text))

@@ -37,8 +37,9 @@ pub enum Scope {
     /// functions below it is a PCI-to-PCI bridge by the tree: recorded as `0x060400`
     /// without reading), and vendor and device ids of display functions and RDMA
     /// devices' functions (0 elsewhere), from `uevent` where it states them;
-    /// `numa_node` and `local_cpulist` of GPUs and of RDMA devices' functions, and
-    /// each host bridge's node; each RDMA device's PCI function; of the process view,
+    /// `numa_node` of GPUs and of RDMA devices' functions, `local_cpulist` of GPUs
+    /// and of those functions that know no node, and the node of each host bridge
+    /// holding such a GPU or function; each RDMA device's PCI function; of the process view,
     /// its CPU mask (status and cgroup cpuset) and container evidence (cgroups,
     /// environment, runtime mounts, marker files), not its limits, rdma cgroup, device
     /// nodes or the driver's GPU list; NVML facts. Ports, GID tables, netdevs, link state, SR-IOV, drivers, ACS, QoS

@@ -84,10 +84,27 @@ fn chain_of(path: &str) -> Option<Chain> {
     })
 }
 
+/// What the affinity scope reads a function for.
+struct AffinityNeeds {
+    /// RDMA devices' functions, read in detail beside GPUs.
+    nics: BTreeSet<PciAddr>,
+    /// Ids of `/sys/devices/system/node`: a `numa_node` outside them is unknown.
+    nodes: BTreeSet<u32>,
+}
+
+impl AffinityNeeds {
+    /// Whether `numa_node` names a node this machine has (any, when none is listed).
+    fn knows(&self, numa_node: Option<u32>) -> bool {
+        numa_node.is_some_and(|n| self.nodes.is_empty() || self.nodes.contains(&n))
+    }
+}
+
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // In the affinity scope only GPUs and RDMA devices' functions are read in detail.
-    let nics: Option<BTreeSet<PciAddr>> = (ctx.scope == Scope::Affinity)
-        .then(|| topo.rdma_devices.iter().filter_map(|d| d.pci).collect());
+    let needs: Option<AffinityNeeds> = (ctx.scope == Scope::Affinity).then(|| AffinityNeeds {
+        nics: topo.rdma_devices.iter().filter_map(|d| d.pci).collect(),
+        nodes: topo.numa_nodes.iter().map(|n| n.id).collect(),
+    });
     let names = ctx.list(BUS_DIR);
     let resolved = ctx.par_filter_map(&names, super::LINKS_PER_THREAD, |ctx, name| {
         let Ok(addr) = name.parse::<PciAddr>() else {
@@ -156,20 +173,20 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         &paths,
         super::FUNCTIONS_PER_THREAD,
         |ctx, (addr, path, place)| {
-            let is_nic = nics.as_ref().is_some_and(|n| n.contains(addr));
-            let (class, ids) = if nics.is_some() && parents.contains(addr) {
+            let is_nic = needs.as_ref().is_some_and(|n| n.nics.contains(addr));
+            let (class, ids) = if needs.is_some() && parents.contains(addr) {
                 (Some(PCI_BRIDGE_CLASS), None)
             } else if let Some(ids) = is_nic.then(|| read_uevent(ctx, path)).flatten() {
                 (Some(ids.class), Some(ids))
             } else {
                 (read_class(ctx, path, || origin(addr, path))?, None)
             };
-            read_function(ctx, *addr, path, class, ids, place, nics.as_ref())
+            read_function(ctx, *addr, path, class, ids, place, needs.as_ref())
         },
     );
     functions.sort_by_key(|f| f.address);
-    if let Some(nics) = &nics {
-        read_host_bridge_numa(ctx, &mut functions, nics);
+    if let Some(needs) = &needs {
+        read_host_bridge_numa(ctx, &mut functions, needs);
     }
     assign_roles(&mut functions);
     forget_unknown_numa_nodes(ctx, topo, &mut functions);
@@ -190,16 +207,24 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     topo.pci = functions;
 }
 
-/// The affinity scope reads `numa_node` of GPUs and NICs only; a host bridge's node is
-/// its first function's that knows one (as in the full scope), so read the others in
-/// address order until one does: usually one file per host bridge.
-fn read_host_bridge_numa(ctx: &mut Ctx, functions: &mut [PciFunction], nics: &BTreeSet<PciAddr>) {
+/// The affinity scope reads `numa_node` of GPUs and NICs only. A host bridge's node
+/// stands in for theirs where they know none (path classes across host bridges, a GPU's
+/// NUMA node): for those host bridges, the node is its first function's that knows one
+/// (as in the full scope), so read the others in address order until one does (usually
+/// one file); other host bridges are left as their GPUs and NICs say.
+fn read_host_bridge_numa(ctx: &mut Ctx, functions: &mut [PciFunction], needs: &AffinityNeeds) {
+    let is_endpoint = |f: &PciFunction| f.is_nvidia_gpu() || needs.nics.contains(&f.address);
+    let wanted: BTreeSet<String> = functions
+        .iter()
+        .filter(|f| is_endpoint(f) && !needs.knows(f.numa_node))
+        .map(|f| f.host_bridge.clone())
+        .collect();
     let mut settled: BTreeSet<String> = BTreeSet::new();
     for f in functions.iter_mut() {
-        if settled.contains(&f.host_bridge) {
+        if !wanted.contains(&f.host_bridge) || settled.contains(&f.host_bridge) {
             continue;
         }
-        if !(f.is_nvidia_gpu() || nics.contains(&f.address)) {
+        if !is_endpoint(f) {
             f.numa_node = ctx
                 .attr(&join(&f.path, "numa_node"), true, parse_numa_node)
                 .flatten();
@@ -271,8 +296,9 @@ fn read_uevent(ctx: &Ctx, path: &str) -> Option<PciIds> {
 }
 
 /// One function (`class` read already, `None` when unreadable; `ids` when its `uevent`
-/// was read). With `nics` (the affinity scope), only the tree's facts are read, and
-/// `local_cpulist` for GPUs and the functions in `nics`.
+/// was read). With `needs` (the affinity scope), only the tree's facts are read, and
+/// `numa_node` and `local_cpulist` for GPUs and RDMA devices' functions (a NIC's CPUs
+/// only stand in for a node it does not know).
 fn read_function(
     ctx: &mut Ctx,
     address: PciAddr,
@@ -280,12 +306,12 @@ fn read_function(
     class: Option<u32>,
     ids: Option<PciIds>,
     (host_bridge, parent): &Place,
-    nics: Option<&BTreeSet<PciAddr>>,
+    needs: Option<&AffinityNeeds>,
 ) -> Option<PciFunction> {
     let (host_bridge, parent) = (host_bridge.clone(), *parent);
     let at = |name: &str| join(path, name);
-    let full = nics.is_none();
-    let is_nic = nics.is_some_and(|n| n.contains(&address));
+    let full = needs.is_none();
+    let is_nic = needs.is_some_and(|n| n.nics.contains(&address));
     let vendor_of = |ctx: &mut Ctx| ctx.attr(&at("vendor"), false, |t| parse_hex_u16("vendor", t));
     let device_of = |ctx: &mut Ctx| ctx.attr(&at("device"), false, |t| parse_hex_u16("device", t));
     // The affinity scope needs ids only to tell NVIDIA GPUs among display functions (and
@@ -362,6 +388,26 @@ fn read_function(
         })
     };
     let (vendor_name, device_name) = names(vendor, device);
+    // In the order the files were always read (diagnostics keep their order).
+    let subsystem_vendor = full
+        .then(|| {
+            ctx.attr(&at("subsystem_vendor"), true, |t| {
+                parse_hex_u16("subsystem_vendor", t)
+            })
+        })
+        .flatten();
+    let subsystem_device = full
+        .then(|| {
+            ctx.attr(&at("subsystem_device"), true, |t| {
+                parse_hex_u16("subsystem_device", t)
+            })
+        })
+        .flatten();
+    let driver = full.then(|| ctx.fs.link_name(&at("driver")).ok()).flatten();
+    let numa_node = local
+        .then(|| ctx.attr(&at("numa_node"), true, parse_numa_node))
+        .flatten()
+        .flatten();
     Some(PciFunction {
         address,
         path: path.to_string(),
@@ -371,28 +417,13 @@ fn read_function(
         class,
         vendor,
         device,
-        subsystem_vendor: full
-            .then(|| {
-                ctx.attr(&at("subsystem_vendor"), true, |t| {
-                    parse_hex_u16("subsystem_vendor", t)
-                })
-            })
-            .flatten(),
-        subsystem_device: full
-            .then(|| {
-                ctx.attr(&at("subsystem_device"), true, |t| {
-                    parse_hex_u16("subsystem_device", t)
-                })
-            })
-            .flatten(),
+        subsystem_vendor,
+        subsystem_device,
         vendor_name,
         device_name,
-        driver: full.then(|| ctx.fs.link_name(&at("driver")).ok()).flatten(),
-        numa_node: local
-            .then(|| ctx.attr(&at("numa_node"), true, parse_numa_node))
-            .flatten()
-            .flatten(),
-        local_cpus: local
+        driver,
+        numa_node,
+        local_cpus: (full || is_gpu || (is_nic && !needs.is_some_and(|n| n.knows(numa_node))))
             .then(|| ctx.attr(&at("local_cpulist"), true, parse_cpulist))
             .flatten(),
         link,
