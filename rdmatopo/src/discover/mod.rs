@@ -32,19 +32,18 @@ pub enum Scope {
     /// Everything the model holds.
     #[default]
     Full,
-    /// What the GPU/NIC affinity matrix and the host/container decision need, and no
-    /// more: NUMA nodes and their CPUs (no distances); the PCI tree with every function's class (a function with
-    /// functions below it is a PCI-to-PCI bridge by the tree: recorded as `0x060400`
-    /// without reading), and vendor and device ids of display functions and RDMA
-    /// devices' functions (0 elsewhere), from `uevent` where it states them;
-    /// `numa_node` of GPUs and of RDMA devices' functions, `local_cpulist` of GPUs
-    /// and of those functions that know no node, and the node of each host bridge
-    /// holding such a GPU or function; each RDMA device's PCI function; of the process view,
-    /// its CPU mask (status and cgroup cpuset) and container evidence (cgroups,
-    /// environment, runtime mounts, marker files), not its limits, rdma cgroup, device
-    /// nodes or the driver's GPU list; NVML facts. Ports, GID tables, netdevs, link state, SR-IOV, drivers, ACS, QoS
-    /// and host details stay empty. On a DGX-class tree this opens about a fifteenth
-    /// of the files of [`Scope::Full`].
+    /// What the GPU/NIC affinity matrix and the host/container decision need, and no more: NUMA
+    /// nodes and their CPUs (no distances); the PCI tree with every function's class (a
+    /// function with functions below it is a PCI-to-PCI bridge by the tree: recorded as
+    /// `0x060400` without reading), and vendor and device ids of display functions and RDMA
+    /// devices' functions (0 elsewhere), from `uevent` where it states them; `numa_node` of
+    /// GPUs and of RDMA devices' functions, `local_cpulist` of GPUs and of those functions that
+    /// know no node, and the node of each host bridge holding such a GPU or function; each RDMA
+    /// device's PCI function; of the process view, its CPU mask (status and cgroup cpuset) and
+    /// container evidence (cgroups, environment, runtime mounts, marker files), not its limits,
+    /// rdma cgroup, device nodes or the driver's GPU list; NVML facts. Ports, GID tables,
+    /// netdevs, link state, SR-IOV, drivers, ACS, QoS and host details stay empty. On a
+    /// DGX-class tree this opens about a fifteenth of the files of [`Scope::Full`].
     Affinity,
     /// What `rdmatopo gids` needs: RDMA devices with their PCI function, each port's
     /// `link_layer` and whole GID table (GIDs, types, netdevs), and this namespace's
