@@ -109,17 +109,28 @@ def minimum(name):
         parents = {c for f in fns for c in os.path.realpath(os.path.join(bus, f)).split("/")[:-1]}
         leaves = [f for f in fns if f not in parents]
         display = {f for f in fns if open(os.path.join(bus, f, "class")).read().startswith("0x03")}
-        bridges = [h for h in os.listdir(r("sys/devices")) if re.fullmatch(r"pci[0-9a-f]+:[0-9a-f]+", h)]
         nodes = len([n for n in os.listdir(r("sys/devices/system/node")) if re.fullmatch(r"node\d+", n)])
         # A function's `uevent` states class, vendor and device in one file: the class of
         # a NIC's function comes with its ids; a display function needs its class first.
-        n = len(leaves) + len(display - nics) + 2 * (len(gpus) + len(nics)) + len(bridges) + nodes + 1 + 4
+        # A GPU's CPUs are a column of the matrix; a NIC's, and its host bridge's node,
+        # stand in only where it knows no node of its own.
+        node_ids = {n[4:] for n in os.listdir(r("sys/devices/system/node")) if re.fullmatch(r"node\d+", n)}
+        def knows_node(f):
+            text = open(os.path.join(bus, f, "numa_node")).read().strip()
+            return text in node_ids or (not node_ids and text.lstrip("-").isdigit() and int(text) >= 0)
+        lost = sorted(f for f in gpus | nics if not knows_node(f))
+        cpus = sorted(gpus | set(lost))
+        hb_of = lambda f: next(c for c in os.path.realpath(os.path.join(bus, f)).split("/") if re.fullmatch(r"pci[0-9a-f]+:[0-9a-f]+", c))
+        lost_bridges = sorted({hb_of(f) for f in lost})
+        n = (len(leaves) + len(display - nics) + len(gpus | nics) + len(cpus) + len(lost_bridges)
+             + nodes + 1 + 4)
         # The same files by name, for the floor: one process that only reads them.
         names = [f"sys/bus/pci/devices/{f}/{'uevent' if f in nics else 'class'}" for f in leaves]
         names += [f"sys/bus/pci/devices/{f}/uevent" for f in sorted(display - nics)]
-        names += [f"sys/bus/pci/devices/{f}/{a}" for f in sorted(gpus | nics) for a in ("numa_node", "local_cpulist")]
+        names += [f"sys/bus/pci/devices/{f}/numa_node" for f in sorted(gpus | nics)]
+        names += [f"sys/bus/pci/devices/{f}/local_cpulist" for f in cpus]
         names += [f"sys/devices/{h}/{sorted(c for c in os.listdir(r('sys/devices', h)) if ':' in c)[0]}/numa_node"
-                  for h in bridges if any(':' in c for c in os.listdir(r('sys/devices', h)))]
+                  for h in lost_bridges]
         names += [f"sys/devices/system/node/node{i}/cpulist" for i in range(nodes)]
         names += ["rdmatopo/nvml.json"] + [f"proc/self/{f}" for f in ("status", "cgroup", "environ", "mountinfo")]
         with open(os.path.join(work, "topo.files"), "w") as out:
@@ -127,8 +138,10 @@ def minimum(name):
         return n, (f"class of {len(leaves)} functions without functions below them (not of "
                    f"{len(fns) - len(leaves)} bridges; a NIC's from its uevent, with its ids); "
                    f"uevent (vendor, device) of {len(display - nics)} display functions; "
-                   f"numa_node+local_cpulist of {len(gpus)} GPUs and {len(nics)} NICs; numa_node of "
-                   f"{len(bridges)} host bridges; {nodes} node cpulists; nvml.json; status, cgroup, "
+                   f"numa_node of {len(gpus)} GPUs and {len(nics)} NICs; local_cpulist of the GPUs "
+                   f"and of {len(set(lost) - gpus)} NICs without a node; numa_node of "
+                   f"{len(lost_bridges)} host bridges (of GPUs and NICs without a node); "
+                   f"{nodes} node cpulists; nvml.json; status, cgroup, "
                    f"environ, mountinfo (host or container)")
     if name == "gids":
         slots = attrs = 0

@@ -61,10 +61,21 @@ pub struct DirBackend {
     /// Linux before 5.6, or a seccomp profile that predates it, so files are opened with
     /// `openat`), or is not tried yet.
     openat2: AtomicU8,
-    /// The directory the last `readlink` was in, opened: links come in runs from one
-    /// directory (`/sys/bus/pci/devices/*`), and a lookup of one name costs less than
-    /// of the whole path from the root.
-    link_dir: Mutex<Option<(String, Arc<OwnedFd>)>>,
+    /// The directory of the last `readlink`, opened once a second link is read from it:
+    /// links come in runs from one directory (`/sys/bus/pci/devices/*`), and a lookup
+    /// of one name costs less than of the whole path from the root.
+    link_dir: Mutex<LinkDir>,
+}
+
+/// Where the last `readlink` was ([`DirBackend::read_link_in_dir`]).
+#[derive(Debug, Default)]
+enum LinkDir {
+    #[default]
+    None,
+    /// One link was read from this directory, by its whole path.
+    Seen(String),
+    /// This directory is open, for the links read from it since.
+    Open(String, Arc<OwnedFd>),
 }
 
 const OPENAT2_UNTRIED: u8 = 0;
@@ -84,14 +95,16 @@ impl DirBackend {
             base,
             root,
             openat2: AtomicU8::new(OPENAT2_UNTRIED),
-            link_dir: Mutex::new(None),
+            link_dir: Mutex::new(LinkDir::None),
         }
     }
 
-    /// `readlinkat` of `path`'s last name from its directory's descriptor, opened
-    /// beneath the root without following symlinks (as reads are) and kept for the next
-    /// link; `None` where `openat2` is not known to work here, or the directory cannot
-    /// be opened (the caller then reads the link by its whole path, which reports why).
+    /// `readlinkat` of `path`'s last name from its directory's descriptor, when the
+    /// link before it was in the same directory: the directory is opened beneath the
+    /// root without following symlinks (as reads are) and kept for the next links.
+    /// `None` for a link in another directory than the last, where `openat2` is not known
+    /// to work here, or where the directory cannot be opened: the caller then reads the
+    /// link by its whole path (which reports why it fails).
     fn read_link_in_dir(&self, path: &str) -> Option<io::Result<std::ffi::CString>> {
         let (dir, name) = path.rsplit_once('/')?;
         if name.is_empty() || name == ".." || !self.reads_check_paths() {
@@ -99,15 +112,19 @@ impl DirBackend {
         }
         // Held only to find or open the directory: threads read their links side by side.
         let fd = {
-            let mut cached = self.link_dir.lock().ok()?;
-            match cached.as_ref() {
-                Some((open, fd)) if open == dir => Arc::clone(fd),
-                _ => {
+            let mut last = self.link_dir.lock().ok()?;
+            match &*last {
+                LinkDir::Open(open, fd) if open == dir => Arc::clone(fd),
+                LinkDir::Seen(seen) if seen == dir => {
                     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
                     let opened = self.open_beneath(if dir.is_empty() { "/" } else { dir }, flags);
                     let fd = Arc::new(opened?.ok()?);
-                    *cached = Some((dir.to_string(), Arc::clone(&fd)));
+                    *last = LinkDir::Open(dir.to_string(), Arc::clone(&fd));
                     fd
+                }
+                _ => {
+                    *last = LinkDir::Seen(dir.to_string());
+                    return None;
                 }
             }
         };
