@@ -266,3 +266,25 @@ fn the_gids_and_netdevs_scopes_on_the_base_machine() {
     assert_same_port_netdevs("base", &full, &nd);
     assert!(gids.pci.is_empty() && gids.numa_nodes.is_empty() && nd.pci.is_empty());
 }
+
+#[test]
+fn bridges_are_placed_by_the_paths_below_them_without_their_own_links() {
+    let fs = Sysfs::memory(rdmatopo::fuzzing::base_machine(), "base").recording();
+    let topo = discover_scope(&fs, Scope::Full).unwrap();
+    let journal = fs.journal();
+    let link = |a: &str| format!("/sys/bus/pci/devices/{a}");
+    // Every bridge is in the model, under its parent, yet only the links of functions
+    // with nothing below them were followed.
+    for f in &topo.pci {
+        let followed = journal.contains(&link(&f.address.to_string()));
+        let has_children = topo.pci.iter().any(|c| c.parent == Some(f.address));
+        assert_eq!(followed, !has_children, "{}", f.address);
+    }
+    let switch = topo.pci_function("0000:02:01.0".parse().unwrap()).unwrap();
+    assert_eq!(switch.parent, Some("0000:01:00.0".parse().unwrap()));
+    assert!(
+        switch.path.ends_with("/0000:01:00.0/0000:02:01.0"),
+        "{}",
+        switch.path
+    );
+}

@@ -8,6 +8,7 @@ use crate::parse::{
 };
 use crate::sysfs::{SysfsError, join};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 
 const BUS_DIR: &str = "/sys/bus/pci/devices";
 /// `class` of a PCI-to-PCI bridge (normal decode), recorded in [`Scope::Affinity`] for
@@ -106,32 +107,58 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         nodes: topo.numa_nodes.iter().map(|n| n.id).collect(),
     });
     let names = ctx.list(BUS_DIR);
-    let resolved = ctx.par_filter_map(&names, super::LINKS_PER_THREAD, |ctx, name| {
-        let Ok(addr) = name.parse::<PciAddr>() else {
-            ctx.diags.push(crate::model::Diagnostic::new(
+    let mut listed: Vec<(PciAddr, &String)> = Vec::with_capacity(names.len());
+    for name in &names {
+        match name.parse::<PciAddr>() {
+            Ok(addr) => listed.push((addr, name)),
+            Err(_) => ctx.diags.push(crate::model::Diagnostic::new(
                 crate::model::Severity::Warning,
                 "unexpected-entry",
                 Some(&join(BUS_DIR, name)),
                 "not a PCI address; ignored",
-            ));
-            return None;
-        };
-        match ctx.fs.resolve_for_reads(&join(BUS_DIR, name)) {
-            Ok(p) => Some((addr, p)),
-            Err(e) => {
-                ctx.unreadable(&e);
-                None
-            }
+            )),
         }
-    });
-    let listed: BTreeMap<PciAddr, String> = resolved.into_iter().collect();
+    }
+    // A function's canonical path names every bridge above it, so a bridge is placed by
+    // the path of a function below it rather than by its own link: most bridges then
+    // cost no `readlink`. Deepest first (children are numbered after their bridge); a
+    // link whose function an earlier path placed is not read.
+    let placed: Mutex<BTreeSet<PciAddr>> = Mutex::new(BTreeSet::new());
+    let deepest_first: Vec<&(PciAddr, &String)> = listed.iter().rev().collect();
+    let mut resolved = ctx.par_filter_map(
+        &deepest_first,
+        super::LINKS_PER_THREAD,
+        |ctx, (addr, name)| {
+            if placed.lock().is_ok_and(|p| p.contains(addr)) {
+                return None;
+            }
+            let path = ctx.fs.resolve_for_reads(&join(BUS_DIR, name));
+            if let Some(chain) = path.as_deref().ok().and_then(chain_of)
+                && let Ok(mut placed) = placed.lock()
+            {
+                placed.extend(chain.functions.iter().map(|(a, _)| *a));
+            }
+            Some((*addr, path))
+        },
+    );
+    resolved.reverse();
+    let mut linked: BTreeMap<PciAddr, String> = BTreeMap::new();
+    for (addr, path) in resolved {
+        match path {
+            Ok(path) => {
+                linked.insert(addr, path);
+            }
+            Err(e) => ctx.unreadable(&e),
+        }
+    }
     // Each function's path and place (host bridge, parent) from its canonical path, and
-    // bridges named in a device's path but absent from the bus listing (partial captures).
+    // bridges named in a device's path but not read from their own link (placed by a
+    // path below them, or absent from the bus listing in a partial capture).
     let mut found: BTreeMap<PciAddr, (String, Place)> = BTreeMap::new();
     let mut bridges: BTreeMap<String, String> = BTreeMap::new();
     // Functions with functions below them: PCI-to-PCI bridges, by the tree itself.
     let mut parents: BTreeSet<PciAddr> = BTreeSet::new();
-    for (addr, path) in &listed {
+    for (addr, path) in &linked {
         let place = match chain_of(path) {
             None => ("unknown".to_string(), None),
             Some(Chain {
@@ -141,17 +168,18 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             }) => {
                 let parent_at = |i: usize| i.checked_sub(1).map(|p| chain[p].0);
                 for (i, (a, end)) in chain.iter().enumerate() {
-                    if !listed.contains_key(a) {
+                    if !linked.contains_key(a) {
                         found.entry(*a).or_insert_with(|| {
                             (path[..*end].to_string(), (hb.clone(), parent_at(i)))
                         });
                     }
                 }
+                // Every function on the way has one below it.
+                parents.extend(chain.iter().rev().skip(1).map(|(a, _)| *a));
                 let own = chain
                     .iter()
                     .position(|(a, _)| a == addr)
                     .and_then(parent_at);
-                parents.extend(own);
                 bridges.entry(hb.clone()).or_insert(hb_path);
                 (hb, own)
             }
@@ -162,8 +190,9 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         .into_iter()
         .map(|(a, (path, place))| (a, path, place))
         .collect();
+    let on_bus: BTreeSet<PciAddr> = listed.iter().map(|(a, _)| *a).collect();
     let origin = |addr: &PciAddr, path: &str| {
-        if listed.contains_key(addr) {
+        if on_bus.contains(addr) {
             join(BUS_DIR, &addr.to_string())
         } else {
             path.to_string()
