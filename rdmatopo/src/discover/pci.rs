@@ -133,20 +133,21 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
                 return None;
             }
             let path = ctx.fs.resolve_for_reads(&join(BUS_DIR, name));
-            if let Some(chain) = path.as_deref().ok().and_then(chain_of)
+            let chain = path.as_deref().ok().and_then(chain_of);
+            if let Some(chain) = &chain
                 && let Ok(mut placed) = placed.lock()
             {
                 placed.extend(chain.functions.iter().map(|(a, _)| *a));
             }
-            Some((*addr, path))
+            Some((*addr, path.map(|p| (p, chain))))
         },
     );
     resolved.reverse();
-    let mut linked: BTreeMap<PciAddr, String> = BTreeMap::new();
+    let mut linked: BTreeMap<PciAddr, (String, Option<Chain>)> = BTreeMap::new();
     for (addr, path) in resolved {
         match path {
-            Ok(path) => {
-                linked.insert(addr, path);
+            Ok(found) => {
+                linked.insert(addr, found);
             }
             Err(e) => ctx.unreadable(&e),
         }
@@ -158,8 +159,8 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     let mut bridges: BTreeMap<String, String> = BTreeMap::new();
     // Functions with functions below them: PCI-to-PCI bridges, by the tree itself.
     let mut parents: BTreeSet<PciAddr> = BTreeSet::new();
-    for (addr, path) in &linked {
-        let place = match chain_of(path) {
+    for (addr, (path, chain)) in &linked {
+        let place = match chain {
             None => ("unknown".to_string(), None),
             Some(Chain {
                 host_bridge: hb,
@@ -180,8 +181,8 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
                     .iter()
                     .position(|(a, _)| a == addr)
                     .and_then(parent_at);
-                bridges.entry(hb.clone()).or_insert(hb_path);
-                (hb, own)
+                bridges.entry(hb.clone()).or_insert_with(|| hb_path.clone());
+                (hb.clone(), own)
             }
         };
         found.insert(*addr, (path.clone(), place));

@@ -61,10 +61,12 @@ impl fmt::Debug for PciAddr {
 }
 
 impl PciAddr {
-    /// The kernel's own spelling, `dddd:bb:dd.f` in lower- or upper-case hex, without
-    /// the general parser's splitting (sysfs paths hold thousands of them).
-    fn from_sysfs_form(b: &[u8]) -> Option<Self> {
-        let [d0, d1, d2, d3, b':', b0, b1, b':', v0, v1, b'.', f] = *b else {
+    /// The fixed-width forms, parsed without splitting: `%04x:%02x:%02x.%x` (sysfs) and
+    /// NVML's `%08X:%02X:%02X.%X`, the domain 4 to 8 hex digits of either case.
+    fn from_fixed_form(b: &[u8]) -> Option<Self> {
+        let at = b.len().checked_sub(8).filter(|d| (4..=8).contains(d))?;
+        let (domain, rest) = b.split_at(at);
+        let [b':', b0, b1, b':', v0, v1, b'.', f] = *rest else {
             return None;
         };
         let hex = |c: u8| (c as char).to_digit(16);
@@ -73,7 +75,7 @@ impl PciAddr {
                 .iter()
                 .try_fold(0u32, |acc, &c| Some(acc * 16 + hex(c)?))
         };
-        let domain = num(&[d0, d1, d2, d3])?;
+        let domain = num(domain)?;
         let bus = num(&[b0, b1])?;
         let device = num(&[v0, v1])?;
         let function = hex(f)?;
@@ -97,7 +99,7 @@ impl std::str::FromStr for PciAddr {
 
     /// Accepts `0000:3b:00.0`, NVML's `00000000:3B:00.0`, and `3b:00.0` (domain 0).
     fn from_str(text: &str) -> Result<Self, ParseError> {
-        if let Some(addr) = Self::from_sysfs_form(text.as_bytes()) {
+        if let Some(addr) = Self::from_fixed_form(text.as_bytes()) {
             return Ok(addr);
         }
         // Called on every component of every sysfs path walked, most of which are not
@@ -289,11 +291,17 @@ mod tests {
         }
     }
 
-    /// The fast path for the kernel's spelling agrees with the general parser, which a
-    /// leading space forces (it trims first).
+    /// The fast path for the fixed-width spellings agrees with the general parser, which
+    /// a leading space forces (it trims first).
     #[test]
-    fn the_sysfs_form_fast_path_agrees_with_the_general_parser() {
+    fn the_fixed_width_fast_path_agrees_with_the_general_parser() {
         for text in [
+            "00000000:3B:00.0",
+            "10000:e1:00.1",
+            "ffffffff:00:1f.7",
+            "fffffffff:00:00.0",
+            "000:00:00.0",
+            "0000000g:00:00.0",
             "0000:3b:00.0",
             "0000:3B:1F.7",
             "abcd:ff:1f.7",
