@@ -42,8 +42,8 @@ pub enum Scope {
     /// device's PCI function; of the process view, its CPU mask (status and cgroup cpuset) and
     /// container evidence (cgroups, environment, runtime mounts, marker files), not its limits,
     /// rdma cgroup, device nodes or the driver's GPU list; NVML facts. Ports, GID tables,
-    /// netdevs, link state, SR-IOV, drivers, ACS, QoS and host details stay empty. On a
-    /// DGX-class tree this opens about a fifteenth of the files of [`Scope::Full`].
+    /// netdevs, link state, SR-IOV, drivers, ACS, QoS, PCI names and host details stay empty.
+    /// On a DGX-class tree this opens about a fifteenth of the files of [`Scope::Full`].
     Affinity,
     /// What `rdmatopo gids` needs: RDMA devices with their PCI function, each port's
     /// `link_layer` and whole GID table (GIDs, types, netdevs), and this namespace's

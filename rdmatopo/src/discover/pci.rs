@@ -417,7 +417,13 @@ fn read_function(
             }
         })
     };
-    let (vendor_name, device_name) = names(vendor, device);
+    // Names are for people reading the inventory; no analysis of the affinity scope
+    // looks at them (and the lookups touch pages of the bundled table).
+    let (vendor_name, device_name) = if full {
+        names(vendor, device)
+    } else {
+        (None, None)
+    };
     // In the order the files were always read (diagnostics keep their order).
     let subsystem_vendor = full
         .then(|| {
