@@ -503,38 +503,44 @@ fn read_acs(ctx: &mut Ctx, path: &str) -> Option<AcsState> {
 
 /// Root port, switch upstream or downstream port, from position among bridges.
 fn assign_roles(functions: &mut [PciFunction]) {
-    let roles: BTreeMap<PciAddr, (bool, Option<PciAddr>)> = functions
-        .iter()
-        .map(|f| (f.address, (f.is_bridge(), f.parent)))
-        .collect();
-    let mut memo: BTreeMap<PciAddr, PciRole> = BTreeMap::new();
+    // `functions` is sorted by address: a parent is found by binary search, and each
+    // role is worked out once (a switch's role depends on its parent's).
+    let index_of = |functions: &[PciFunction], a: PciAddr| {
+        functions.binary_search_by(|f| f.address.cmp(&a)).ok()
+    };
+    let mut memo: Vec<Option<PciRole>> = vec![None; functions.len()];
     fn role_of(
-        a: PciAddr,
-        roles: &BTreeMap<PciAddr, (bool, Option<PciAddr>)>,
-        memo: &mut BTreeMap<PciAddr, PciRole>,
+        i: usize,
+        functions: &[PciFunction],
+        index_of: &dyn Fn(&[PciFunction], PciAddr) -> Option<usize>,
+        memo: &mut [Option<PciRole>],
         depth: usize,
     ) -> PciRole {
-        if let Some(r) = memo.get(&a) {
-            return *r;
+        if let Some(r) = memo[i] {
+            return r;
         }
-        let (is_bridge, parent) = roles.get(&a).copied().unwrap_or((false, None));
-        let r = if !is_bridge {
+        let f = &functions[i];
+        let r = if !f.is_bridge() {
             PciRole::Endpoint
         } else {
-            match parent {
+            match f.parent {
                 None => PciRole::RootPort,
                 Some(_) if depth > 64 => PciRole::SwitchDownstream,
-                Some(p) => match role_of(p, roles, memo, depth + 1) {
-                    PciRole::SwitchUpstream => PciRole::SwitchDownstream,
+                Some(p) => match index_of(functions, p)
+                    .map(|p| role_of(p, functions, index_of, memo, depth + 1))
+                {
+                    Some(PciRole::SwitchUpstream) => PciRole::SwitchDownstream,
+                    // A parent missing from the tree is taken for a root port.
                     _ => PciRole::SwitchUpstream,
                 },
             }
         };
-        memo.insert(a, r);
+        memo[i] = Some(r);
         r
     }
-    for f in functions.iter_mut() {
-        f.role = role_of(f.address, &roles, &mut memo, 0);
+    for i in 0..functions.len() {
+        let role = role_of(i, functions, &index_of, &mut memo, 0);
+        functions[i].role = role;
     }
     // VF index from the PF's virtfn links.
     let vf_index: BTreeMap<PciAddr, u32> = functions
