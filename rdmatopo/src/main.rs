@@ -4,10 +4,12 @@
 //! `/proc/self/maps` to place a stack guard and installs signal handlers, a tenth of a
 //! millisecond of every run of a command that takes a few (BENCHMARKS.md). What the CLI
 //! needs of it is done here; arguments and the environment come from std as usual.
-#![no_main]
+// The test harness brings its own `main`.
+#![cfg_attr(not(test), no_main)]
 
 mod cli;
 
+#[cfg(not(test))]
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     // A closed pipe is an error the command reports (or ignores), not a kill.

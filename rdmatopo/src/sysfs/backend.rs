@@ -320,6 +320,14 @@ fn read_bounded(file: File, limit: usize, buf: &mut Vec<u8>) -> io::Result<()> {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
     if n >= first && limit > n {
+        // A whole page: a longer file (a snapshot's JSON). Room for all of it at once
+        // where its size is known (procfs says 0, sysfs a page).
+        let size = file.metadata().map_or(0, |m| m.len());
+        let rest = usize::try_from(size)
+            .unwrap_or(usize::MAX)
+            .min(limit)
+            .saturating_sub(n);
+        buf.reserve(rest + 1);
         file.take((limit - n) as u64).read_to_end(buf)?;
     }
     buf.truncate(limit);
