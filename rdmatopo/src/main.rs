@@ -9,9 +9,9 @@
 
 mod cli;
 
-#[cfg(not(test))]
-#[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+#[cfg_attr(not(test), unsafe(export_name = "main"))]
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn start(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     // A closed pipe is an error the command reports (or ignores), not a kill.
     // SAFETY: setting a signal's disposition to SIG_IGN runs no code in the process.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
