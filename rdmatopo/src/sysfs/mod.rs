@@ -267,12 +267,7 @@ impl Sysfs {
         if matches!(name, "" | "." | "..") {
             return self.resolve(path, true).map(Cow::Owned);
         }
-        let canonical_dir = || {
-            self.resolved
-                .lock()
-                .is_ok_and(|cache| cache.get(dir).is_some_and(|real| &**real == dir))
-        };
-        if path.len() == dir.len() + 1 + name.len() && canonical_dir() {
+        if path.len() == dir.len() + 1 + name.len() && self.cache_is_canonical(dir) {
             return Ok(Cow::Borrowed(path));
         }
         let dir = self.resolve(dir, true)?;
@@ -333,7 +328,7 @@ impl Sysfs {
             if real.is_empty() {
                 real.push('/');
             }
-            self.remember(normalized, &real, trusted);
+            self.cache_remember(normalized, &real, trusted);
             return Ok(Some(real));
         }
         let mut hops = 0;
@@ -419,7 +414,7 @@ impl Sysfs {
             done.push('/');
         }
         if follow_last && is_dir {
-            self.remember(normalized, &done, unchecked);
+            self.cache_remember(normalized, &done, unchecked);
         }
         Ok(Some(done))
     }
@@ -427,7 +422,8 @@ impl Sysfs {
     /// Only directories are remembered: each file is read once, and a cache of every
     /// attribute path would grow with the tree. `unchecked`: `real` was taken from a
     /// link target on trust.
-    fn remember(&self, logical: Cow<'_, str>, real: &str, unchecked: bool) {
+    #[inline(never)] // see `cache_get`
+    fn cache_remember(&self, logical: Cow<'_, str>, real: &str, unchecked: bool) {
         let real: Arc<str> = Arc::from(real);
         if unchecked && let Ok(mut set) = self.unchecked.lock() {
             set.insert(Arc::clone(&real));
@@ -479,8 +475,17 @@ impl Sysfs {
         Ok(Some((real, named)))
     }
 
+    /// Whether the directory `dir` is known to be canonical (resolved to itself).
+    #[inline(never)] // see `cache_get`
+    fn cache_is_canonical(&self, dir: &str) -> bool {
+        self.resolved
+            .lock()
+            .is_ok_and(|cache| cache.get(dir).is_some_and(|real| &**real == dir))
+    }
+
     /// Whether `real`, or a directory above it, was taken from a link target and not
     /// checked yet.
+    #[inline(never)] // see `cache_get`
     fn is_unchecked(&self, real: &str) -> bool {
         let Ok(set) = self.unchecked.lock() else {
             return true;
@@ -501,6 +506,7 @@ impl Sysfs {
 
     /// `dir` and every directory above it are real directories inside the root (a
     /// read beneath it, or a check, succeeded).
+    #[inline(never)] // see `cache_get`
     fn proven(&self, dir: &str) {
         if let Ok(mut set) = self.unchecked.lock()
             && !set.is_empty()
@@ -513,6 +519,7 @@ impl Sysfs {
 
     /// A link target named a symlink or a file as a directory: forget everything taken
     /// on trust and check every step from now on.
+    #[inline(never)] // see `cache_get`
     fn distrust(&self) {
         self.careful
             .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -523,17 +530,23 @@ impl Sysfs {
         }
     }
 
+    #[inline(never)] // see `cache_get`
     fn is_known_link(&self, path: &str) -> bool {
         self.known_links
             .lock()
             .is_ok_and(|links| links.contains(path))
     }
 
+    // The functions that touch the Mutex-guarded caches are never inlined: helgrind
+    // cannot see std's futex-based locks, and its suppressions
+    // (`rdmatopo-c/tests/helgrind.supp`) name these functions.
+    #[inline(never)]
     fn cache_get(&self, key: &str) -> Option<String> {
         Some(self.resolved.lock().ok()?.get(key)?.to_string())
     }
 
     /// Remember that the directory `logical` is `real`, and `real` itself (canonical).
+    #[inline(never)] // see `cache_get`
     fn cache_put(&self, logical: Option<String>, real: &str) {
         let real: Arc<str> = Arc::from(real);
         if let Ok(mut map) = self.resolved.lock() {
