@@ -388,7 +388,7 @@ impl Sysfs {
             if kind != EntryKind::Symlink {
                 is_dir = kind == EntryKind::Dir;
                 if is_dir {
-                    self.cache_put(None, &candidate);
+                    self.cache_remember(Cow::Borrowed(&candidate), &candidate, false);
                 }
                 done = candidate;
                 continue;
@@ -419,6 +419,7 @@ impl Sysfs {
         Ok(Some(done))
     }
 
+    /// Remember that the directory `logical` is `real`, and `real` itself (canonical).
     /// Only directories are remembered: each file is read once, and a cache of every
     /// attribute path would grow with the tree. `unchecked`: `real` was taken from a
     /// link target on trust.
@@ -543,18 +544,6 @@ impl Sysfs {
     #[inline(never)]
     fn cache_get(&self, key: &str) -> Option<String> {
         Some(self.resolved.lock().ok()?.get(key)?.to_string())
-    }
-
-    /// Remember that the directory `logical` is `real`, and `real` itself (canonical).
-    #[inline(never)] // see `cache_get`
-    fn cache_put(&self, logical: Option<String>, real: &str) {
-        let real: Arc<str> = Arc::from(real);
-        if let Ok(mut map) = self.resolved.lock() {
-            if let Some(logical) = logical.filter(|l| **l != *real) {
-                map.insert(logical, Arc::clone(&real));
-            }
-            map.insert(real.to_string(), real);
-        }
     }
 
     /// Read a whole attribute file as text (at most [`MAX_ATTR_BYTES`]).
