@@ -288,3 +288,35 @@ fn bridges_are_placed_by_the_paths_below_them_without_their_own_links() {
         switch.path
     );
 }
+
+/// `topo` inside a container: the ownership view and the matrices built from it are
+/// the full read's, on every fixture.
+#[test]
+fn the_container_scope_gives_the_full_view_on_every_fixture() {
+    for root in fixture_roots() {
+        let name = root.display().to_string();
+        let (fs_full, fs_pod) = (Sysfs::at(&root), Sysfs::at(&root));
+        let full = discover_scope(&fs_full, Scope::Full).unwrap();
+        let pod = discover_scope(&fs_pod, Scope::Container).unwrap();
+        let view = ContainerView::of(&full);
+        assert_eq!(ContainerView::of(&pod), view, "{name}: container view");
+        assert_eq!(
+            TopoMatrix::for_topology(&pod),
+            TopoMatrix::for_topology(&full),
+            "{name}"
+        );
+        let gpus = view.owned_gpus();
+        let nics = view.owned_rdma();
+        let nics: Vec<&str> = nics.iter().map(String::as_str).collect();
+        assert_eq!(
+            TopoMatrix::build(&pod, &gpus, &nics),
+            TopoMatrix::build(&full, &gpus, &nics),
+            "{name}: owned matrix"
+        );
+        assert_eq!(
+            (pod.gpus.len(), pod.rdma_devices.len()),
+            (full.gpus.len(), full.rdma_devices.len())
+        );
+        assert!(fs_pod.files_read() <= fs_full.files_read(), "{name}");
+    }
+}

@@ -24,14 +24,16 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
     let fs = args.root.open()?;
     // A host's matrix needs only the affinity facts (about a tenth of the files of a
     // full read); a container's ownership view and the nothing-found line need the
-    // whole model. The context itself comes from the process view, read in both.
+    // model but the GID tables (`Scope::Container`). The context itself comes from the
+    // process view, read in both.
     let mut topo =
         rdmatopo::discover_scope(&fs, rdmatopo::Scope::Affinity).map_err(|e| e.to_string())?;
     // On a host without --owned the matrix is all there is: which devices are this
     // process's is worked out only where it can change the output.
     let view =
         if args.owned || Context::of(&topo).is_container() || nothing_found_line(&topo).is_some() {
-            topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
+            topo = rdmatopo::discover_scope(&fs, rdmatopo::Scope::Container)
+            .map_err(|e| e.to_string())?;
             Some(ContainerView::of(&topo))
         } else {
             None

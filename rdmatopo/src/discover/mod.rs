@@ -59,13 +59,25 @@ pub enum Scope {
     /// `carrier`, `master` and bond for those named by a port or on an RDMA device's
     /// function (kinds as in [`Scope::Gids`]). Nothing else.
     PortNetdevs,
+    /// What `rdmatopo topo` needs inside a container, where it shows the devices this
+    /// process owns: everything [`Scope::Full`] reads except the GID tables (each
+    /// port's GID slots only up to the first that names a netdev, as in
+    /// [`Scope::PortNetdevs`], without types) and QoS, and without the cross-checks of
+    /// NVML and verbs facts against sysfs.
+    Container,
 }
 
 impl Scope {
     /// Whether the scope reads the machine around the RDMA devices: NUMA nodes, the
     /// PCI tree, the process view and NVML/verbs facts.
     pub fn reads_machine(self) -> bool {
-        matches!(self, Self::Full | Self::Affinity)
+        matches!(self, Self::Full | Self::Affinity | Self::Container)
+    }
+
+    /// Whether the scope reads the details of devices, ports and netdevs (all but GID
+    /// tables and QoS).
+    pub fn reads_details(self) -> bool {
+        matches!(self, Self::Full | Self::Container)
     }
 }
 

@@ -42,7 +42,7 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
             }
         };
         let name = name.clone();
-        if ctx.scope == Scope::Full {
+        if ctx.scope.reads_details() {
             return Some(read_netdev(ctx, &real, name, seen));
         }
         let pci = function_of(&real);
@@ -51,7 +51,7 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
         });
         Some(read_outline(ctx, &real, name, pci, detail))
     });
-    if ctx.scope == Scope::Full {
+    if ctx.scope.reads_details() {
         assign_ipv4(ctx, &mut out);
     }
     topo.netdevs = out;

@@ -13,7 +13,7 @@ const CLASS_DIR: &str = "/sys/class/infiniband";
 const VERBS_DIR: &str = "/sys/class/infiniband_verbs";
 
 pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
-    let uverbs = if ctx.scope == Scope::Full {
+    let uverbs = if ctx.scope.reads_details() {
         uverbs_by_device(ctx)
     } else {
         BTreeMap::new()
@@ -77,7 +77,7 @@ fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -
         .into_iter()
         .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n))
         .collect();
-    if ctx.scope != Scope::Full {
+    if !ctx.scope.reads_details() {
         return RdmaDevice {
             ports,
             ..RdmaDevice::named(name, pci)
@@ -110,7 +110,7 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
     let gid_table_len = slots.last().map_or(0, |l| l + 1);
     // ibdev2netdev's relation: InfiniBand GIDs name no netdev (`ndevs` fails there),
     // and on RoCE the first slot naming one is the answer.
-    let netdev_only = ctx.scope == Scope::PortNetdevs;
+    let netdev_only = matches!(ctx.scope, Scope::PortNetdevs | Scope::Container);
     if netdev_only && link_layer == Some(LinkLayer::InfiniBand) {
         slots.clear();
     }
@@ -142,7 +142,7 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
             break;
         }
     }
-    if ctx.scope != Scope::Full {
+    if !ctx.scope.reads_details() {
         return Port {
             link_layer,
             gid_table_len,
