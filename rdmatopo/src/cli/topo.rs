@@ -33,7 +33,7 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
     let view =
         if args.owned || Context::of(&topo).is_container() || nothing_found_line(&topo).is_some() {
             topo = rdmatopo::discover_scope(&fs, rdmatopo::Scope::Container)
-            .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?;
             Some(ContainerView::of(&topo))
         } else {
             None
