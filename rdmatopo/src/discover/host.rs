@@ -148,18 +148,8 @@ pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
     if let Some(status) = ctx.text("/proc/self/status", true) {
         p.cap_eff = parse_status_field(&status, "CapEff")
             .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
-        p.cpus_allowed = parse_status_field(&status, "Cpus_allowed_list").and_then(|v| {
-            parse_cpulist(v)
-                .map_err(|e| {
-                    ctx.diags.push(crate::model::Diagnostic::new(
-                        crate::model::Severity::Warning,
-                        "unparsable-attribute",
-                        Some("/proc/self/status"),
-                        e.to_string(),
-                    ))
-                })
-                .ok()
-        });
+        p.cpus_allowed = parse_status_field(&status, "Cpus_allowed_list")
+            .and_then(|v| ctx.accept("/proc/self/status", parse_cpulist(v)));
     }
     if let Ok(bytes) = ctx.fs.read_bytes("/proc/self/environ", 1 << 20) {
         p.env = parse_environ(&bytes)

@@ -481,18 +481,7 @@ fn read_function(
 /// [`AcsState::NotReadable`]).
 fn read_acs(ctx: &mut Ctx, path: &str) -> Option<AcsState> {
     match ctx.fs.read_bytes(path, 4096) {
-        Ok(bytes) => match parse_acs(&bytes) {
-            Ok(state) => Some(state),
-            Err(e) => {
-                ctx.diags.push(crate::model::Diagnostic::new(
-                    crate::model::Severity::Warning,
-                    "unparsable-attribute",
-                    Some(path),
-                    e.to_string(),
-                ));
-                None
-            }
-        },
+        Ok(bytes) => ctx.accept(path, parse_acs(&bytes)),
         Err(e) if e.is_not_found() => None,
         Err(e) => {
             ctx.unreadable(&e);
