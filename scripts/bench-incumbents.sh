@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
+python3 fixtures/tools/unpack.py >/dev/null   # the fixtures' directory form (lstopo needs one)
 ROOT=$(realpath "${1:-fixtures/h100-dgx/root}")
 RUNS=${RUNS:-30}
 BIN=${BIN:-}

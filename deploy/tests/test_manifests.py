@@ -21,6 +21,8 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
+# Each fixture is stored as fixtures/<name>/root.tar.gz; the tests read the directory form.
+subprocess.run(["python3", str(REPO / "fixtures" / "tools" / "unpack.py")], check=True, stdout=subprocess.DEVNULL)
 FIXTURES = sorted(p.name for p in (REPO / "fixtures").iterdir() if (p / "root").is_dir())
 BIN = pathlib.Path(os.environ.get("RDMATOPO_BIN", REPO / "target" / "debug" / "rdmatopo"))
 # recursiveReadOnly (deploy/daemonset.yaml) is in the API from 1.30; 1.31 is the first

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
+# Each fixture is stored as fixtures/<name>/root.tar.gz; the tests read the directory form.
+subprocess.run(["python3", str(FIXTURES / "tools" / "unpack.py")], check=True, stdout=subprocess.DEVNULL)
 
 
 def fixture_roots() -> list[Path]:

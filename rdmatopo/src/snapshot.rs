@@ -377,51 +377,196 @@ pub fn is_archive(path: &Path) -> bool {
     name.ends_with(".tar") || name.ends_with(".tar.gz") || name.ends_with(".tgz")
 }
 
+/// Where an overlay archive keeps its manifest (below the archive's top directory).
+pub const OVERLAY_MANIFEST: &str = "/rdmatopo/overlay.json";
+/// The manifest's schema id.
+pub const OVERLAY_SCHEMA: &str = "rdmatopo.overlay/1";
+/// Most archives in one overlay chain (the overlay and every base below it).
+pub const MAX_OVERLAY_DEPTH: usize = 8;
+
+/// `rdmatopo/overlay.json`: an archive that holds only what differs from a base archive
+/// (the test fixtures' pod and fault variants are stored so).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverlayManifest {
+    schema: String,
+    /// The base archive, relative to the directory of the overlay archive.
+    base: String,
+    /// Paths of the base that the overlay removes; a directory stands for its subtree.
+    #[serde(default)]
+    removed: Vec<String>,
+}
+
+/// What is left of the size limits while a chain of archives is read.
+#[derive(Debug)]
+struct Budget {
+    bytes: u64,
+    entries: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            bytes: MAX_UNPACKED_BYTES,
+            entries: MAX_ENTRIES,
+        }
+    }
+}
+
 /// Read a snapshot archive into memory. Entries are kept relative to the archive's
 /// single top directory when it holds the tree (`<top>/sys/…`), else to its root.
+/// An overlay archive ([`OVERLAY_MANIFEST`]) is applied on its base archive, which is
+/// read first (a chain of at most [`MAX_OVERLAY_DEPTH`] archives, the limits below
+/// counted over all of them).
 ///
 /// # Errors
 /// When the file cannot be read, is not a tar (or gzip) archive, unpacks to more
 /// than [`MAX_UNPACKED_BYTES`] or [`MAX_ENTRIES`], or names a path outside itself
-/// (`..`, absolute paths).
+/// (`..`, absolute paths); when an overlay's manifest is malformed or its base is
+/// missing, not an archive, absolute, or loops back into the chain.
 pub fn load(path: &Path) -> Result<MemTree, SnapshotError> {
+    load_chain(path, &mut Vec::new(), &mut Budget::default())
+}
+
+fn load_chain(
+    path: &Path,
+    chain: &mut Vec<std::path::PathBuf>,
+    budget: &mut Budget,
+) -> Result<MemTree, SnapshotError> {
     let label = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| SnapshotError::Io {
+    let io = |e: std::io::Error| SnapshotError::Io {
         path: label.clone(),
         source: e,
-    })?;
+    };
+    let not_a_snapshot = |reason: String| SnapshotError::NotASnapshot {
+        path: label.clone(),
+        reason,
+    };
+    let canonical = std::fs::canonicalize(path).map_err(io)?;
+    if chain.contains(&canonical) {
+        return Err(not_a_snapshot("its overlay chain comes back to it".into()));
+    }
+    if chain.len() >= MAX_OVERLAY_DEPTH {
+        return Err(not_a_snapshot(format!(
+            "overlay chain longer than {MAX_OVERLAY_DEPTH} archives"
+        )));
+    }
+    chain.push(canonical);
+    let file = std::fs::File::open(path).map_err(io)?;
     let name = path.to_string_lossy().to_ascii_lowercase();
     let reader: Box<dyn Read> = if name.ends_with(".gz") || name.ends_with(".tgz") {
         Box::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)))
     } else {
         Box::new(std::io::BufReader::new(file))
     };
-    load_reader(reader, &label)
+    let (manifest, tree) = read_tree(reader, &label, budget)?;
+    let Some(manifest) = manifest else {
+        return Ok(tree);
+    };
+    let manifest: OverlayManifest = serde_json::from_slice(&manifest)
+        .map_err(|e| not_a_snapshot(format!("{OVERLAY_MANIFEST}: {e}")))?;
+    if manifest.schema != OVERLAY_SCHEMA {
+        return Err(not_a_snapshot(format!(
+            "{OVERLAY_MANIFEST}: schema {:?}, expected {OVERLAY_SCHEMA:?}",
+            manifest.schema
+        )));
+    }
+    let base = Path::new(&manifest.base);
+    if base.is_absolute() || !is_archive(base) {
+        return Err(not_a_snapshot(format!(
+            "{OVERLAY_MANIFEST}: base {:?} is not a relative path to an archive",
+            manifest.base
+        )));
+    }
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let mut whole = load_chain(&dir.join(base), chain, budget)?;
+    for gone in &manifest.removed {
+        whole.remove(gone);
+    }
+    for (p, e) in tree.entries() {
+        if p != "/" {
+            whole.insert(p, e.clone());
+        }
+    }
+    Ok(whole)
 }
 
 /// [`load`] from any reader of an uncompressed tar stream (`label` names it in errors).
 ///
 /// # Errors
-/// As [`load`].
+/// As [`load`]; an overlay archive is refused (nothing names the directory its base
+/// is relative to).
 pub fn load_reader(reader: impl Read, label: &str) -> Result<MemTree, SnapshotError> {
+    match read_tree(reader, label, &mut Budget::default())? {
+        (None, tree) => Ok(tree),
+        (Some(_), _) => Err(SnapshotError::NotASnapshot {
+            path: label.to_string(),
+            reason: format!("an overlay ({OVERLAY_MANIFEST}): read it from its file"),
+        }),
+    }
+}
+
+/// One archive's tree, with its overlay manifest taken out when it has one.
+fn read_tree(
+    reader: impl Read,
+    label: &str,
+    budget: &mut Budget,
+) -> Result<(Option<Vec<u8>>, MemTree), SnapshotError> {
+    let items = read_items(reader, label, budget)?;
+    let top = top_dir(&items).ok_or_else(|| SnapshotError::NotASnapshot {
+        path: label.to_string(),
+        reason: "no sys/ directory at its root or in its single top directory".into(),
+    })?;
+    let mut tree = MemTree::new();
+    let mut manifest = None;
+    for (p, e) in items {
+        let Some(rest) = p.strip_prefix(&top).filter(|r| r.starts_with('/')) else {
+            continue;
+        };
+        match e {
+            MemEntry::File(bytes) if rest == OVERLAY_MANIFEST => manifest = Some(bytes),
+            MemEntry::Dir | MemEntry::Symlink(_) | MemEntry::Other if rest == OVERLAY_MANIFEST => {
+                return Err(SnapshotError::NotASnapshot {
+                    path: label.to_string(),
+                    reason: format!("{OVERLAY_MANIFEST} is not a file"),
+                });
+            }
+            e => {
+                tree.insert(rest, e);
+            }
+        }
+    }
+    Ok((manifest, tree))
+}
+
+/// Every entry of an uncompressed tar stream, paths cleaned (`/a/b`).
+fn read_items(
+    reader: impl Read,
+    label: &str,
+    budget: &mut Budget,
+) -> Result<Vec<(String, MemEntry)>, SnapshotError> {
     // Headers take 512 bytes per entry on top of the contents.
-    let stream_limit = MAX_UNPACKED_BYTES + (MAX_ENTRIES as u64) * 1024;
+    let stream_limit = budget.bytes + (budget.entries as u64) * 1024;
     let mut archive = tar::Archive::new(reader.take(stream_limit));
     let io = |e: std::io::Error| SnapshotError::Io {
         path: label.to_string(),
         source: e,
     };
+    let too_large = || SnapshotError::TooLarge {
+        path: label.to_string(),
+        limit: MAX_UNPACKED_BYTES,
+    };
     let mut items: Vec<(String, MemEntry)> = Vec::new();
-    let mut total: u64 = 0;
     let result = (|| -> Result<(), SnapshotError> {
         for entry in archive.entries().map_err(io)? {
             let mut entry = entry.map_err(io)?;
-            if items.len() >= MAX_ENTRIES {
+            if budget.entries == 0 {
                 return Err(SnapshotError::TooManyEntries {
                     path: label.to_string(),
                     limit: MAX_ENTRIES,
                 });
             }
+            budget.entries -= 1;
             let raw = entry.path().map_err(io)?.into_owned();
             let shown = raw.display().to_string();
             let unsafe_entry = |reason| SnapshotError::UnsafeEntry {
@@ -447,13 +592,10 @@ pub fn load_reader(reader: impl Read, label: &str) -> Result<MemTree, SnapshotEr
                 continue;
             }
             let size = entry.header().size().map_err(io)?;
-            total = total.saturating_add(size);
-            if total > MAX_UNPACKED_BYTES || size > MAX_FILE_BYTES as u64 {
-                return Err(SnapshotError::TooLarge {
-                    path: label.to_string(),
-                    limit: MAX_UNPACKED_BYTES,
-                });
+            if size > budget.bytes || size > MAX_FILE_BYTES as u64 {
+                return Err(too_large());
             }
+            budget.bytes -= size;
             let kind = entry.header().entry_type();
             let item = match kind {
                 tar::EntryType::Directory => MemEntry::Dir,
@@ -494,32 +636,24 @@ pub fn load_reader(reader: impl Read, label: &str) -> Result<MemTree, SnapshotEr
     if let Err(e) = result {
         // Running out of the stream budget shows up as a truncated archive.
         if archive.into_inner().limit() == 0 {
-            return Err(SnapshotError::TooLarge {
-                path: label.to_string(),
-                limit: MAX_UNPACKED_BYTES,
-            });
+            return Err(too_large());
         }
         return Err(e);
     }
-    let top = top_dir(&items).ok_or_else(|| SnapshotError::NotASnapshot {
-        path: label.to_string(),
-        reason: "no sys/ directory at its root or in its single top directory".into(),
-    })?;
-    let mut tree = MemTree::new();
-    for (p, e) in items {
-        if let Some(rest) = p.strip_prefix(&top)
-            && rest.starts_with('/')
-        {
-            tree.insert(rest, e);
-        }
-    }
-    Ok(tree)
+    Ok(items)
 }
 
-/// The directory that holds `sys/`: the archive root, or its single top directory.
+/// The directory that holds the tree (`sys/`, or an overlay's manifest): the archive
+/// root, or its single top directory.
 fn top_dir(items: &[(String, MemEntry)]) -> Option<String> {
-    let has = |prefix: &str| items.iter().any(|(p, _)| p.starts_with(prefix));
-    if has("/sys/") || items.iter().any(|(p, _)| p == "/sys") {
+    let holds_tree = |top: &str| {
+        let sys = format!("{top}/sys");
+        let manifest = format!("{top}{OVERLAY_MANIFEST}");
+        items.iter().any(|(p, _)| {
+            p == &sys || p == &manifest || p.strip_prefix(&sys).is_some_and(|r| r.starts_with('/'))
+        })
+    };
+    if holds_tree("") {
         return Some(String::new());
     }
     let tops: BTreeSet<&str> = items
@@ -527,7 +661,7 @@ fn top_dir(items: &[(String, MemEntry)]) -> Option<String> {
         .filter_map(|(p, _)| p.split('/').nth(1))
         .collect();
     match tops.into_iter().collect::<Vec<_>>().as_slice() {
-        [one] if has(&format!("/{one}/sys/")) => Some(format!("/{one}")),
+        [one] if holds_tree(&format!("/{one}")) => Some(format!("/{one}")),
         _ => None,
     }
 }

@@ -3,14 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
 use rdmatopo::analysis::doctor::{self, Outcome, Report};
 use std::path::Path;
 
 fn report(name: &str) -> Report {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .join(name)
-        .join("root");
+    let root = support::fixtures_dir().join(name).join("root");
     doctor::run(&rdmatopo::discover(Some(&root)).unwrap())
 }
 

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -101,7 +102,7 @@ const CASES: &[(&str, &[&str])] = &[
 ];
 
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+    support::fixtures_dir()
 }
 
 /// Fixture directories that hold a `root/`.

@@ -3,12 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
 use rdmatopo::Topology;
 use std::path::Path;
 
 #[test]
 fn every_fixture_model_round_trips_through_json() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let dir = support::fixtures_dir();
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let root = entry.unwrap().path().join("root");

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
 use rdmatopo::analysis::TopoMatrix;
 use rdmatopo::analysis::container::ContainerView;
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ fn parse_table(text: &str) -> Cells {
 
 #[test]
 fn matrices_agree_with_the_builders_independent_classification() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let dir = support::fixtures_dir();
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let fixture = entry.unwrap().path();

@@ -3,14 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
 use std::path::PathBuf;
 use std::process::Command;
 
 fn root(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .join(name)
-        .join("root")
+    support::fixtures_dir().join(name).join("root")
 }
 
 fn run(args: &[&str]) -> (i32, String) {

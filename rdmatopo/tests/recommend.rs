@@ -5,6 +5,7 @@
 // Helpers outside #[test] functions panic on purpose too.
 #![allow(clippy::unwrap_used)]
 
+mod support;
 use rdmatopo::analysis::plan::preferred_hcas;
 use rdmatopo::analysis::{PathClass, TopoMatrix};
 use rdmatopo::nccl_xml::{self, XmlOptions};
@@ -13,15 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn fixture(name: &str) -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .join(name)
-        .join("root");
+    let root = support::fixtures_dir().join(name).join("root");
     root.join("sys").is_dir().then_some(root)
 }
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let dir = support::fixtures_dir();
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())

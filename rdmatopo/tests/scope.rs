@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
 use rdmatopo::analysis::TopoMatrix;
 use rdmatopo::analysis::affinity::numa_of;
 use rdmatopo::analysis::container::ContainerView;
@@ -15,7 +16,7 @@ use rdmatopo::{Scope, Sysfs, Topology, discover_scope};
 use std::path::{Path, PathBuf};
 
 fn fixture_roots() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let dir = support::fixtures_dir();
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| Some(e.ok()?.path().join("root")))

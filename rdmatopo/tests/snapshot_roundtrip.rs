@@ -3,13 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
 use rdmatopo::Sysfs;
 use rdmatopo::analysis::doctor;
 use rdmatopo::snapshot::{Capture, Options, load_reader};
 use std::path::{Path, PathBuf};
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let dir = support::fixtures_dir();
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
 use std::path::Path;
 use std::process::Command;
 
@@ -23,7 +24,7 @@ fn inventory(root: &Path, threads: &str) -> Vec<u8> {
 
 #[test]
 fn threaded_and_sequential_discovery_agree() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let fixtures = support::fixtures_dir();
     // The largest trees (most functions, RDMA devices and netdevs per thread); each
     // has diagnostics (two to five), whose order must not change either.
     for name in [

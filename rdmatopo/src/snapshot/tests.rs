@@ -196,3 +196,157 @@ fn archive_names() {
     assert!(is_archive(Path::new("node.tar")));
     assert!(!is_archive(Path::new("fixtures/h100-dgx/root")));
 }
+
+/// A `.tar.gz` of `entries` (path, contents; `None` for a directory) under `root/`.
+fn tar_gz(entries: &[(&str, Option<&str>)]) -> Vec<u8> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    for (path, body) in entries {
+        let mut h = tar::Header::new_gnu();
+        match body {
+            Some(b) => {
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_size(b.len() as u64);
+                h.set_mode(0o644);
+                tar.append_data(&mut h, format!("root/{path}"), b.as_bytes())
+                    .unwrap();
+            }
+            None => {
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_mode(0o755);
+                h.set_size(0);
+                tar.append_data(&mut h, format!("root/{path}/"), std::io::empty())
+                    .unwrap();
+            }
+        }
+    }
+    tar.into_inner().unwrap().finish().unwrap()
+}
+
+fn manifest(base: &str, removed: &[&str]) -> String {
+    serde_json::json!({"schema": OVERLAY_SCHEMA, "base": base, "removed": removed}).to_string()
+}
+
+fn file_of(t: &MemTree, path: &str) -> Option<String> {
+    t.entries().find_map(|(p, e)| match e {
+        MemEntry::File(b) if p == path => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    })
+}
+
+#[test]
+fn overlays_apply_on_their_base_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: Vec<u8>| std::fs::write(dir.path().join(name), bytes).unwrap();
+    std::fs::create_dir(dir.path().join("host")).unwrap();
+    write(
+        "host/root.tar.gz",
+        tar_gz(&[
+            ("sys/a", Some("1\n")),
+            ("sys/b", Some("2\n")),
+            ("sys/gone/x", Some("3\n")),
+            ("sys/gone/y", Some("4\n")),
+            ("dev/infiniband/uverbs0", Some("")),
+        ]),
+    );
+    // A pod on the host: one attribute changed, one directory and one device node gone.
+    write(
+        "pod.tar.gz",
+        tar_gz(&[
+            ("sys/b", Some("pod\n")),
+            ("proc/self/status", Some("Cpus_allowed_list:\t0-3\n")),
+            (
+                "rdmatopo/overlay.json",
+                Some(&manifest(
+                    "host/root.tar.gz",
+                    &["/sys/gone", "/dev/infiniband/uverbs0"],
+                )),
+            ),
+        ]),
+    );
+    // A fault on the pod: an overlay of an overlay, with nothing but its manifest.
+    write(
+        "fault.tgz",
+        tar_gz(&[(
+            "rdmatopo/overlay.json",
+            Some(&manifest("pod.tar.gz", &["/sys/a"])),
+        )]),
+    );
+    let pod = load(&dir.path().join("pod.tar.gz")).unwrap();
+    assert_eq!(file_of(&pod, "/sys/a").as_deref(), Some("1\n"));
+    assert_eq!(file_of(&pod, "/sys/b").as_deref(), Some("pod\n"));
+    assert!(file_of(&pod, "/proc/self/status").is_some());
+    assert!(!pod.entries().any(|(p, _)| p.starts_with("/sys/gone")));
+    assert!(!pod.entries().any(|(p, _)| p == "/dev/infiniband/uverbs0"));
+    assert!(pod.entries().any(|(p, _)| p == "/dev/infiniband"));
+    assert!(!pod.entries().any(|(p, _)| p.contains("overlay.json")));
+    let fault = load(&dir.path().join("fault.tgz")).unwrap();
+    assert_eq!(file_of(&fault, "/sys/a"), None);
+    assert_eq!(file_of(&fault, "/sys/b").as_deref(), Some("pod\n"));
+    // Without a file to be relative to, an overlay cannot be read.
+    let bytes = std::fs::read(dir.path().join("pod.tar.gz")).unwrap();
+    let err = load_reader(flate2::read::GzDecoder::new(bytes.as_slice()), "pod").unwrap_err();
+    assert!(err.to_string().contains("overlay"), "{err}");
+}
+
+#[test]
+fn bad_overlays_are_refused_with_the_archive_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let overlay = |name: &str, manifest: &str| {
+        std::fs::write(
+            path(name),
+            tar_gz(&[
+                ("sys/a", Some("1\n")),
+                ("rdmatopo/overlay.json", Some(manifest)),
+            ]),
+        )
+        .unwrap();
+    };
+    let refused = |name: &str, needle: &str| {
+        let err = load(&path(name)).unwrap_err().to_string();
+        assert!(err.contains(name), "{name}: {err}");
+        assert!(err.contains(needle), "{name}: expected {needle:?} in {err}");
+    };
+    overlay("loop-a.tar.gz", &manifest("loop-b.tar.gz", &[]));
+    overlay("loop-b.tar.gz", &manifest("loop-a.tar.gz", &[]));
+    refused("loop-a.tar.gz", "comes back to it");
+    overlay("self.tar.gz", &manifest("self.tar.gz", &[]));
+    refused("self.tar.gz", "comes back to it");
+    for i in 0..=MAX_OVERLAY_DEPTH {
+        overlay(
+            &format!("deep{i}.tar.gz"),
+            &manifest(&format!("deep{}.tar.gz", i + 1), &[]),
+        );
+    }
+    // The archive named is the first one past the limit.
+    let err = load(&path("deep0.tar.gz")).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("deep{MAX_OVERLAY_DEPTH}.tar.gz")) && err.contains("longer than"),
+        "{err}"
+    );
+    overlay("absolute.tar.gz", &manifest("/etc/base.tar.gz", &[]));
+    refused("absolute.tar.gz", "not a relative path");
+    overlay("not-archive.tar.gz", &manifest("../sys", &[]));
+    refused("not-archive.tar.gz", "not a relative path");
+    overlay("missing.tar.gz", &manifest("nowhere.tar.gz", &[]));
+    refused("nowhere.tar.gz", "No such file");
+    overlay(
+        "schema.tar.gz",
+        r#"{"schema": "rdmatopo.overlay/9", "base": "x.tar.gz"}"#,
+    );
+    refused("schema.tar.gz", "rdmatopo.overlay/9");
+    overlay("garbage.tar.gz", "{not json");
+    refused("garbage.tar.gz", "overlay.json");
+    overlay(
+        "unknown-field.tar.gz",
+        r#"{"schema": "rdmatopo.overlay/1", "base": "x.tar.gz", "rm": []}"#,
+    );
+    refused("unknown-field.tar.gz", "unknown field");
+    std::fs::write(
+        path("dir-manifest.tar.gz"),
+        tar_gz(&[("sys/a", Some("1\n")), ("rdmatopo/overlay.json", None)]),
+    )
+    .unwrap();
+    refused("dir-manifest.tar.gz", "is not a file");
+}

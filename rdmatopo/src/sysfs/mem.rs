@@ -67,6 +67,26 @@ impl MemTree {
     }
 
     /// Number of entries.
+    /// Remove `path` and, when it is a directory, everything below it.
+    pub fn remove(&mut self, path: &str) -> &mut Self {
+        let path = normalize(path);
+        if path == "/" {
+            return self;
+        }
+        let below = format!("{path}/");
+        let doomed: Vec<String> = self
+            .entries
+            .range(below.clone()..)
+            .take_while(|(k, _)| k.starts_with(&below))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            self.entries.remove(&k);
+        }
+        self.entries.remove(&path);
+        self
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

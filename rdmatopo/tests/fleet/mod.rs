@@ -56,7 +56,7 @@ impl Fault {
 
 /// The inventory JSON of the base node.
 pub fn base() -> Result<Value, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/host-h100-sriov/root");
+    let root = crate::support::fixtures_dir().join("host-h100-sriov/root");
     let topo = rdmatopo::discover(Some(&root)).map_err(|e| e.to_string())?;
     serde_json::to_value(&topo).map_err(|e| e.to_string())
 }

@@ -559,7 +559,7 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../fixtures")
             .join(name)
-            .join("root");
+            .join("root.tar.gz");
         crate::discover(Some(&root)).unwrap()
     }
 
