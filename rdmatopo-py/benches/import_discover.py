@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def largest_fixture() -> Path:
+    # The fixtures' directory form (each is stored as fixtures/<name>/root.tar.gz).
+    subprocess.run([sys.executable, str(REPO / "fixtures" / "tools" / "unpack.py")], check=True, stdout=subprocess.DEVNULL)
     roots = [p / "root" for p in (REPO / "fixtures").iterdir() if (p / "root").is_dir()]
     return max(roots, key=lambda r: sum(len(files) + len(dirs) for _, dirs, files in os.walk(r)))
 

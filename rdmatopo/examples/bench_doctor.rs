@@ -1,5 +1,6 @@
 //! Times `doctor`, `diff` and `snapshot` on a root (for BENCHMARKS.md):
 //!
+//!     python3 fixtures/tools/unpack.py pod-sriov   # the directory form of the fixture
 //!     cargo run --release --example bench_doctor -- fixtures/pod-sriov/root [ROUNDS]
 //!
 //! Discovery runs once; then each analysis runs ROUNDS times (default 200) and the
