@@ -5,6 +5,7 @@ mod cluster;
 mod diff;
 mod doctor;
 mod exec;
+mod generate;
 mod gids;
 mod inventory;
 mod k8s;
@@ -23,10 +24,21 @@ use std::path::PathBuf;
 /// Exit code when a command could not run (bad root, unreadable input).
 pub const EXIT_FAILURE: i32 = 3;
 
+/// `rdmatopo --version`: the release, the cargo features it was built with and the JSON
+/// schema ids it writes (both found by build.rs).
+const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\nfeatures: ",
+    env!("RDMATOPO_FEATURES"),
+    "\njson schemas: ",
+    env!("RDMATOPO_JSON_SCHEMAS"),
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "rdmatopo",
     version,
+    long_version = LONG_VERSION,
     about = "GPU / RDMA NIC / PCIe / NUMA topology from sysfs: nvidia-smi-exact affinity, NCCL settings, container diagnostics"
 )]
 struct Cli {
@@ -65,6 +77,10 @@ enum Command {
     K8s(k8s::K8sArgs),
     /// Do the rails of many nodes line up? Compares node reports and prints the odd nodes.
     Cluster(cluster::ClusterArgs),
+    /// A shell completion script (bash, zsh or fish) on stdout.
+    Completions(generate::CompletionsArgs),
+    /// Man pages: rdmatopo.1 on stdout, or with --dir one page per command into DIR.
+    Man(generate::ManArgs),
 }
 
 // Where to read from (no doc comment: clap would take it as each command's about).
@@ -164,6 +180,8 @@ pub fn run() -> i32 {
         Command::NcclTopo(a) => nccl_topo::run(&a),
         Command::K8s(a) => k8s::run(&a),
         Command::Cluster(a) => cluster::run(&a),
+        Command::Completions(a) => generate::completions(&a),
+        Command::Man(a) => generate::man(&a),
     });
     match result {
         Ok(Ok(out)) => {
