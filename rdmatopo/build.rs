@@ -61,10 +61,11 @@ fn schema_ids(dir: &Path, out: &mut Vec<String>) {
             if !path.ends_with("tests") {
                 schema_ids(&path, out);
             }
-        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("tests.rs") {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                out.extend(schema_literals(&text));
-            }
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && !path.ends_with("tests.rs")
+            && let Ok(text) = std::fs::read_to_string(&path)
+        {
+            out.extend(schema_literals(&text));
         }
     }
 }
