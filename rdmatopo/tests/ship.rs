@@ -270,7 +270,7 @@ fn version_lists_every_json_schema_the_sources_write() {
     assert_eq!(listed, schema_ids_in_sources());
 
     // And every schema the commands actually print on a fixture is among them.
-    let root = repo().join("fixtures/h100-dgx/root");
+    let root = repo().join("fixtures/h100-dgx/root.tar.gz");
     let root = root.to_str().unwrap();
     let schema_field = regex::Regex::new(r#""schema": "([^"]+)""#).unwrap();
     let mut printed = BTreeSet::new();
