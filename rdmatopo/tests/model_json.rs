@@ -5,7 +5,6 @@
 
 mod support;
 use rdmatopo::Topology;
-use std::path::Path;
 
 #[test]
 fn every_fixture_model_round_trips_through_json() {

@@ -10,7 +10,6 @@ mod support;
 use rdmatopo::analysis::TopoMatrix;
 use rdmatopo::analysis::container::ContainerView;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 type Cells = BTreeMap<(String, String), String>;
 

@@ -13,7 +13,7 @@ use rdmatopo::analysis::container::ContainerView;
 use rdmatopo::analysis::gid::{choose_gid, is_roce};
 use rdmatopo::model::Port;
 use rdmatopo::{Scope, Sysfs, Topology, discover_scope};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn fixture_roots() -> Vec<PathBuf> {
     let dir = support::fixtures_dir();

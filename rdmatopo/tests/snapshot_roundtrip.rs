@@ -7,7 +7,7 @@ mod support;
 use rdmatopo::Sysfs;
 use rdmatopo::analysis::doctor;
 use rdmatopo::snapshot::{Capture, Options, load_reader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn fixtures() -> Vec<PathBuf> {
     let dir = support::fixtures_dir();

@@ -4,7 +4,6 @@
 //! `examples/fleet.rs` (the benchmark's input).
 
 use serde_json::Value;
-use std::path::Path;
 
 /// A known way to break a node, and the findings it must cause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +55,8 @@ impl Fault {
 
 /// The inventory JSON of the base node.
 pub fn base() -> Result<Value, String> {
-    let root = crate::support::fixtures_dir().join("host-h100-sriov/root");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/host-h100-sriov/root.tar.gz");
     let topo = rdmatopo::discover(Some(&root)).map_err(|e| e.to_string())?;
     serde_json::to_value(&topo).map_err(|e| e.to_string())
 }

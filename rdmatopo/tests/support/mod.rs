@@ -10,6 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// `fixtures/`, with every fixture's `root/` unpacked from its archive.
+#[allow(clippy::panic)] // a test cannot run without its fixtures
 pub fn fixtures_dir() -> PathBuf {
     static UNPACKED: OnceLock<PathBuf> = OnceLock::new();
     UNPACKED
