@@ -4,8 +4,8 @@
 use crate::args::{arg_bus_id, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::analysis::affinity::numa_of;
 use rdmatopo::parse::{LinkLayer, PciAddr, PortState};
+use rdmatopo::view::affinity::numa_of;
 use std::ffi::{CStr, c_char};
 use std::ptr;
 

@@ -1,7 +1,7 @@
 //! Status codes, the thread-local last error message, and the panic boundary. Every
 //! rdmatopo error becomes a status here and nowhere else ([`FfiError::from`]).
 
-use rdmatopo::analysis::AnalysisError;
+use rdmatopo::view::ViewError;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -100,8 +100,8 @@ impl From<rdmatopo::Error> for FfiError {
         let status = match &e {
             rdmatopo::Error::Discover(_) | rdmatopo::Error::Io { .. } => rdmatopo_status::Io,
             rdmatopo::Error::Json(_) => rdmatopo_status::Parse,
-            rdmatopo::Error::Analysis(AnalysisError::UnknownDevice(_)) => rdmatopo_status::NotFound,
-            rdmatopo::Error::Analysis(_) => rdmatopo_status::InvalidArgument,
+            rdmatopo::Error::View(ViewError::UnknownDevice(_)) => rdmatopo_status::NotFound,
+            rdmatopo::Error::View(_) => rdmatopo_status::InvalidArgument,
             _ => rdmatopo_status::Internal,
         };
         Self::new(status, e.to_string())

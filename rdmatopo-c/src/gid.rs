@@ -1,10 +1,10 @@
 //! The RoCE GID index of a port, as NCCL's automatic choice would be from this
-//! network namespace (`rdmatopo::analysis::gid`).
+//! network namespace (`rdmatopo::view::gid`).
 
 use crate::args::{arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::analysis::gid::{choose_gid, is_roce, unusable_reason};
+use rdmatopo::view::gid::{choose_gid, is_roce, unusable_reason};
 use std::ffi::c_char;
 
 impl rdmatopo_topology {

@@ -1,10 +1,11 @@
-//! One local rank's plan (`rdmatopo::analysis::plan`): its GPU, the NCCL_IB_HCA value
+//! One local rank's plan (`rdmatopo::view::plan`): its GPU, the NCCL_IB_HCA value
 //! and the other NCCL variables, its HCA ports, GID index and CPUs.
 
 use crate::args::{OutBuf, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::analysis::plan::{LOCAL_RANK_VARS, Plan, PlanOptions, RankPlan};
+use rdmatopo::model::LOCAL_RANK_VARS;
+use rdmatopo::view::plan::{Plan, PlanOptions, RankPlan};
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
 use std::ptr;

@@ -3,7 +3,7 @@
 
 use crate::error::rdmatopo_status;
 use crate::topology::{rdmatopo_topology, rdmatopo_topology_from_json};
-use rdmatopo::analysis::TopoMatrix;
+use rdmatopo::view::TopoMatrix;
 use std::path::PathBuf;
 
 fn fixtures() -> Vec<PathBuf> {

@@ -1,9 +1,9 @@
-//! `Topology.doctor()`: the findings of `rdmatopo::analysis::doctor`.
+//! `Topology.doctor()`: the findings of `rdmatopo::checks::doctor`.
 
 use crate::model::{enum_text, py_opt, py_str};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use rdmatopo::analysis::doctor;
+use rdmatopo::checks::doctor;
 
 /// One problem (or one check that could not run), with the evidence read and the fix.
 #[pyclass(frozen, eq, module = "rdmatopo")]

@@ -8,8 +8,8 @@
 use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError, PyPermissionError};
 use pyo3::{PyErr, create_exception};
 use rdmatopo::DiscoverError;
-use rdmatopo::analysis::AnalysisError as CoreAnalysisError;
 use rdmatopo::sysfs::SysfsError;
+use rdmatopo::view::ViewError;
 
 create_exception!(
     rdmatopo,
@@ -82,10 +82,10 @@ fn core_error(e: rdmatopo::Error) -> PyErr {
     match e {
         rdmatopo::Error::Discover(DiscoverError::Sysfs(e)) => sysfs_error(e),
         rdmatopo::Error::Discover(e) => DiscoveryError::new_err(e.to_string()),
-        rdmatopo::Error::Analysis(e @ CoreAnalysisError::UnknownDevice(_)) => {
+        rdmatopo::Error::View(e @ ViewError::UnknownDevice(_)) => {
             UnknownDeviceError::new_err(e.to_string())
         }
-        rdmatopo::Error::Analysis(e) => AnalysisError::new_err(e.to_string()),
+        rdmatopo::Error::View(e) => AnalysisError::new_err(e.to_string()),
         e @ rdmatopo::Error::Json(_) => ParseError::new_err(e.to_string()),
         rdmatopo::Error::Io { path, source } => os_error(
             source.kind(),

@@ -1,14 +1,15 @@
 //! `Topology.plan()` and the `RankPlan` it returns: a view of one rank of
-//! `rdmatopo::analysis::plan::Plan`, plus what `rdmatopo.apply()` did with it.
+//! `rdmatopo::view::plan::Plan`, plus what `rdmatopo.apply()` did with it.
 
 use crate::errors::Error;
 use crate::model::{Gpu, cpu_set, py_opt, py_str};
 use crate::topology::Topology;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyTuple};
-use rdmatopo::analysis::AnalysisError;
-use rdmatopo::analysis::plan::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS, Plan, PlanOptions};
+use rdmatopo::model::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS};
 use rdmatopo::parse::CpuSet;
+use rdmatopo::view::ViewError;
+use rdmatopo::view::plan::{Plan, PlanOptions};
 use std::collections::BTreeMap;
 
 /// A rank number from Python: a non-negative `int`.
@@ -81,10 +82,9 @@ pub(crate) fn plan(
             [] => "no GPU is visible".to_string(),
             notes => notes.join("; "),
         };
-        return Err(Error::from(AnalysisError::Invalid(format!(
-            "no plan for this rank: {why}"
-        )))
-        .into());
+        return Err(
+            Error::from(ViewError::Invalid(format!("no plan for this rank: {why}"))).into(),
+        );
     };
     let gpu = topo
         .gpus
@@ -92,7 +92,7 @@ pub(crate) fn plan(
         .find(|g| g.pci == rank_plan.gpu)
         .cloned()
         .map(Gpu)
-        .ok_or_else(|| Error::from(AnalysisError::UnknownDevice(rank_plan.gpu.to_string())))?;
+        .ok_or_else(|| Error::from(ViewError::UnknownDevice(rank_plan.gpu.to_string())))?;
     Ok(RankPlan {
         rank: rank_plan,
         gpu,
@@ -143,7 +143,7 @@ impl Applied {
 #[pyclass(frozen, module = "rdmatopo")]
 #[derive(Debug, Clone)]
 pub struct RankPlan {
-    rank: rdmatopo::analysis::plan::RankPlan,
+    rank: rdmatopo::view::plan::RankPlan,
     gpu: Gpu,
     plan: Plan,
     applied: Option<Applied>,

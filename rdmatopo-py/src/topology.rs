@@ -6,9 +6,9 @@ use crate::model::{Diagnostic, Gpu, Nic, NumaNode, py_opt, py_str};
 use crate::plan::RankPlan;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use rdmatopo::analysis::container::ContainerView;
-use rdmatopo::analysis::{AnalysisError, MatrixDevice, TopoMatrix, path_class};
 use rdmatopo::parse::PciAddr;
+use rdmatopo::view::container::ContainerView;
+use rdmatopo::view::{MatrixDevice, TopoMatrix, ViewError, path_class};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -48,8 +48,8 @@ impl Topology {
     }
 
     /// The PCI address a device argument names.
-    fn resolve(&self, device: &DeviceRef) -> std::result::Result<PciAddr, AnalysisError> {
-        let unknown = |what: String| AnalysisError::UnknownDevice(what);
+    fn resolve(&self, device: &DeviceRef) -> std::result::Result<PciAddr, ViewError> {
+        let unknown = |what: String| ViewError::UnknownDevice(what);
         match device {
             DeviceRef::Index(i) => self
                 .topo
@@ -59,15 +59,15 @@ impl Topology {
                 .map(|g| g.pci)
                 .ok_or_else(|| unknown(format!("GPU index {i}"))),
             DeviceRef::Gpu(g) => Ok(g.0.pci),
-            DeviceRef::Nic(n) => n
-                .0
-                .pci
-                .ok_or_else(|| AnalysisError::Invalid(format!("{} has no PCI function", n.0.name))),
+            DeviceRef::Nic(n) => {
+                n.0.pci
+                    .ok_or_else(|| ViewError::Invalid(format!("{} has no PCI function", n.0.name)))
+            }
             DeviceRef::Name(name) => self.resolve_name(name),
         }
     }
 
-    fn resolve_name(&self, name: &str) -> std::result::Result<PciAddr, AnalysisError> {
+    fn resolve_name(&self, name: &str) -> std::result::Result<PciAddr, ViewError> {
         let matrix = self.topo_matrix();
         if let Some(d) = matrix
             .devices()
@@ -78,17 +78,17 @@ impl Topology {
         }
         if let Some(d) = self.topo.rdma_device(name) {
             return d.pci.ok_or_else(|| {
-                AnalysisError::Invalid(format!("{name} has no PCI function (software RDMA device)"))
+                ViewError::Invalid(format!("{name} has no PCI function (software RDMA device)"))
             });
         }
         if let Some(n) = self.topo.netdev(name) {
-            return n.pci.ok_or_else(|| {
-                AnalysisError::Invalid(format!("netdev {name} has no PCI function"))
-            });
+            return n
+                .pci
+                .ok_or_else(|| ViewError::Invalid(format!("netdev {name} has no PCI function")));
         }
         match name.parse::<PciAddr>() {
             Ok(a) if self.topo.pci_function(a).is_some() => Ok(a),
-            _ => Err(AnalysisError::UnknownDevice(name.to_string())),
+            _ => Err(ViewError::UnknownDevice(name.to_string())),
         }
     }
 }
@@ -155,7 +155,7 @@ impl Topology {
         }
         match (self.topo.pci_function(pa), self.topo.pci_function(pb)) {
             (Some(fa), Some(fb)) => Ok(path_class(&self.topo, fa, fb).to_string()),
-            _ => Err(Error::from(AnalysisError::UnknownDevice(format!("{pa} or {pb}"))).into()),
+            _ => Err(Error::from(ViewError::UnknownDevice(format!("{pa} or {pb}"))).into()),
         }
     }
 
@@ -168,7 +168,7 @@ impl Topology {
     /// Slurm's, MPICH's); a process started without a launcher is rank 0 of 1.
     /// `CUDA_VISIBLE_DEVICES` in `os.environ` narrows the GPUs.
     ///
-    /// Raises `ArgumentError` for a negative or out-of-range rank and `AnalysisError`
+    /// Raises `ArgumentError` for a negative or out-of-range rank and `ViewError`
     /// when the environment contradicts the topology or the rank has no GPU.
     #[pyo3(signature = (local_rank = None, local_world_size = None))]
     fn plan(
@@ -183,7 +183,7 @@ impl Topology {
     /// The `rdmatopo doctor` checks on this topology: why RDMA would be slow here,
     /// each finding with its evidence (paths and values) and the fix.
     fn doctor(&self) -> DoctorReport {
-        DoctorReport(rdmatopo::analysis::doctor::run(&self.topo))
+        DoctorReport(rdmatopo::checks::doctor::run(&self.topo))
     }
 
     /// The GPU/NIC affinity matrix (`rdmatopo topo --all`): every GPU and PCI-backed
@@ -335,7 +335,7 @@ impl Matrix {
     }
     /// The table as `nvidia-smi topo -m` prints it (legends included).
     fn to_table(&self) -> String {
-        self.0.to_table(false)
+        rdmatopo::export::table::nvidia_smi_table(&self.0, false)
     }
     /// The same JSON as `rdmatopo topo --format json` (`rdmatopo.topo/1`).
     fn to_json(&self) -> String {

@@ -9,8 +9,8 @@
 //! NCCL plan), this process's peak RSS in KiB after the first discovery, and at the end.
 //! One root per process, so the peaks belong to that root alone.
 
-use rdmatopo::analysis::TopoMatrix;
-use rdmatopo::analysis::plan::{Plan, PlanOptions};
+use rdmatopo::view::TopoMatrix;
+use rdmatopo::view::plan::{Plan, PlanOptions};
 use std::time::{Duration, Instant};
 
 fn median(mut v: Vec<Duration>) -> f64 {

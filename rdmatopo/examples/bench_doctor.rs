@@ -7,7 +7,7 @@
 //! minimum, median and maximum wall time per run are printed. The snapshot line counts
 //! the files discovery read and the files the capture read again to store them.
 
-use rdmatopo::analysis::{diff, doctor};
+use rdmatopo::checks::{diff, doctor};
 use rdmatopo::snapshot::{Capture, Options};
 use std::time::{Duration, Instant};
 

@@ -10,9 +10,9 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
-use crate::analysis::TopoMatrix;
 use crate::parse::{self, CpuSet, PciAddr};
 use crate::sysfs::{MemEntry, MemTree, Sysfs};
+use crate::view::TopoMatrix;
 use crate::{Topology, model::NvmlSnapshot};
 use arbitrary::{Arbitrary, Unstructured};
 use std::collections::BTreeMap;
@@ -656,10 +656,10 @@ pub fn check_discovery(tree: MemTree) -> Option<Topology> {
         let narrow = Sysfs::memory(tree.clone(), "fuzz");
         if let Ok(t) = crate::discover_scope(&narrow, scope) {
             assert!(t.pci.len() <= n && t.rdma_devices.len() <= n && t.netdevs.len() <= n);
-            let _ = TopoMatrix::for_topology(&t).to_table(false);
+            let _ = crate::export::table::nvidia_smi_table(&TopoMatrix::for_topology(&t), false);
             for d in &t.rdma_devices {
                 for p in &d.ports {
-                    let _ = crate::analysis::gid::choose_gid(&t, &d.name, p.number);
+                    let _ = crate::view::gid::choose_gid(&t, &d.name, p.number);
                 }
             }
         }
@@ -695,7 +695,7 @@ pub fn check_discovery(tree: MemTree) -> Option<Topology> {
         );
     }
     let matrix = TopoMatrix::for_topology(&topo);
-    let _ = matrix.to_table(false);
+    let _ = crate::export::table::nvidia_smi_table(&matrix, false);
     for d in &topo.diagnostics {
         if let Some(p) = &d.path {
             assert!(

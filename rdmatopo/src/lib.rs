@@ -10,28 +10,34 @@
 //!
 //! ```no_run
 //! let topo = rdmatopo::discover(Some(std::path::Path::new("fixtures/h100-dgx/root")))?;
-//! let matrix = rdmatopo::analysis::TopoMatrix::for_topology(&topo);
+//! let matrix = rdmatopo::view::TopoMatrix::for_topology(&topo);
 //! println!("{:?}", matrix.get("GPU0", "NIC0"));
 //! # Ok::<(), rdmatopo::Error>(())
 //! ```
 //!
-//! Layers: [`sysfs`] is the only code that touches the filesystem; [`parse`] turns
-//! text into values; [`discover`](mod@discover) builds the [`Topology`]; [`analysis`] is pure
-//! functions of it; [`sources`] brings NVML and libibverbs facts, live or replayed.
+//! Floors, each importing only those below it (ARCHITECTURE.md): [`sysfs`] is the only
+//! code that reads the filesystem; [`parse`] turns text into values; [`model`] is the
+//! plain data; [`sources`] brings NVML and libibverbs facts, live or replayed;
+//! [`snapshot`] reads and writes captured roots; [`discover`](mod@discover) builds the
+//! [`Topology`]; [`view`] holds the facts every answer builds on (path classes, the
+//! devices judged, the rank plan, GID choice) and the facade the faces call;
+//! [`checks`] judges a view (doctor, the sources cross-check, diff, cluster);
+//! [`export`] writes other tools' formats (the nvidia-smi table, NCCL XML, Kubernetes).
 
-pub mod analysis;
+pub mod checks;
 pub mod discover;
+pub mod export;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod model;
-pub mod nccl_xml;
 pub mod parse;
 pub mod snapshot;
 pub mod sources;
 pub mod sysfs;
+pub mod view;
 
-pub use discover::{DiscoverError, Discoverer, Scope};
+pub use discover::{CrossCheck, DiscoverError, Discoverer, Scope};
 pub use model::Topology;
 pub use sysfs::Sysfs;
 
@@ -47,7 +53,7 @@ pub enum Error {
     #[error(transparent)]
     Discover(#[from] DiscoverError),
     #[error(transparent)]
-    Analysis(#[from] analysis::AnalysisError),
+    View(#[from] view::ViewError),
     #[error("invalid model JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("{path}: {source}")]
@@ -104,7 +110,9 @@ pub fn discover_fs(fs: &Sysfs) -> Result<Topology, Error> {
 /// When the root holds no sysfs.
 pub fn discover_scope(fs: &Sysfs, scope: Scope) -> Result<Topology, Error> {
     let sources = sources::default_sources(fs);
-    let mut d = Discoverer::new(fs).scope(scope);
+    let mut d = Discoverer::new(fs)
+        .scope(scope)
+        .cross_check(checks::sources_check::check_sources);
     for s in &sources {
         d = d.source(s.as_ref());
     }
@@ -118,9 +126,9 @@ pub fn discover_scope(fs: &Sysfs, scope: Scope) -> Result<Topology, Error> {
 pub fn inventory_json(topo: &Topology) -> String {
     let mut value = serde_json::to_value(topo).unwrap_or_default();
     if let Some(obj) = value.as_object_mut()
-        && let Ok(view) = serde_json::to_value(analysis::container::ContainerView::of(topo))
+        && let Ok(container) = serde_json::to_value(view::container::ContainerView::of(topo))
     {
-        obj.insert("container".into(), view);
+        obj.insert("container".into(), container);
     }
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');

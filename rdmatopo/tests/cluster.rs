@@ -9,8 +9,8 @@ mod support;
 
 use fleet::Fault;
 use rdmatopo::Topology;
-use rdmatopo::analysis::cluster::{FleetReport, check};
-use rdmatopo::analysis::rails::NodeRails;
+use rdmatopo::checks::cluster::{FleetReport, check};
+use rdmatopo::view::rails::NodeRails;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 

@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
-use rdmatopo::analysis::doctor::{self, Outcome, Report};
+use rdmatopo::checks::doctor::{self, Outcome, Report};
+use std::path::Path;
 
 fn report(name: &str) -> Report {
     let root = support::fixtures_dir().join(name).join("root");

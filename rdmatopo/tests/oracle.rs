@@ -7,8 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
-use rdmatopo::analysis::TopoMatrix;
-use rdmatopo::analysis::container::ContainerView;
+use rdmatopo::view::TopoMatrix;
+use rdmatopo::view::container::ContainerView;
 use std::collections::BTreeMap;
 
 type Cells = BTreeMap<(String, String), String>;
@@ -90,8 +90,10 @@ fn matrices_agree_with_the_builders_independent_classification() {
             fixture.display()
         );
         let nic_names: Vec<&str> = nics.iter().map(String::as_str).collect();
-        let mut ours =
-            parse_table(&TopoMatrix::build(&topo, &gpu_addrs, &nic_names).to_table(false));
+        let mut ours = parse_table(&rdmatopo::export::table::nvidia_smi_table(
+            &TopoMatrix::build(&topo, &gpu_addrs, &nic_names),
+            false,
+        ));
         if pcie_only {
             ours.retain(|(r, c), _| !(r.starts_with("GPU") && c.starts_with("GPU") && r != c));
         }

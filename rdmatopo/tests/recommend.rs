@@ -6,9 +6,9 @@
 #![allow(clippy::unwrap_used)]
 
 mod support;
-use rdmatopo::analysis::plan::preferred_hcas;
-use rdmatopo::analysis::{PathClass, TopoMatrix};
-use rdmatopo::nccl_xml::{self, XmlOptions};
+use rdmatopo::export::nccl_xml::{self, XmlOptions};
+use rdmatopo::view::plan::preferred_hcas;
+use rdmatopo::view::{PathClass, TopoMatrix};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -61,7 +61,7 @@ fn exec_sets_the_plan_and_keeps_what_the_user_set() {
     let Some(root) = fixture("h100-dgx") else {
         return;
     };
-    let plan = rdmatopo::analysis::plan::Plan::compute(
+    let plan = rdmatopo::view::plan::Plan::compute(
         &rdmatopo::discover(Some(&root)).unwrap(),
         &Default::default(),
     )

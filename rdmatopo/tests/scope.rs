@@ -7,11 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
-use rdmatopo::analysis::TopoMatrix;
-use rdmatopo::analysis::affinity::numa_of;
-use rdmatopo::analysis::container::ContainerView;
-use rdmatopo::analysis::gid::{choose_gid, is_roce};
 use rdmatopo::model::Port;
+use rdmatopo::view::TopoMatrix;
+use rdmatopo::view::affinity::numa_of;
+use rdmatopo::view::container::ContainerView;
+use rdmatopo::view::gid::{choose_gid, is_roce};
 use rdmatopo::{Scope, Sysfs, Topology, discover_scope};
 use std::path::PathBuf;
 

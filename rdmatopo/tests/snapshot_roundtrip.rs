@@ -5,7 +5,7 @@
 
 mod support;
 use rdmatopo::Sysfs;
-use rdmatopo::analysis::doctor;
+use rdmatopo::checks::doctor;
 use rdmatopo::snapshot::{Capture, Options, load_reader};
 use std::path::PathBuf;
 

@@ -6,8 +6,8 @@
 use super::{Format, Output, json};
 use clap::Args;
 use rdmatopo::Topology;
-use rdmatopo::analysis::cluster::{self, FleetReport, Unreadable};
-use rdmatopo::analysis::rails::NodeRails;
+use rdmatopo::checks::cluster::{self, FleetReport, Unreadable};
+use rdmatopo::view::rails::NodeRails;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};

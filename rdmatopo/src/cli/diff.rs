@@ -1,7 +1,7 @@
 use super::{Format, Output, json};
 use clap::Args;
-use rdmatopo::analysis::diff::{Diff, diff};
-use rdmatopo::analysis::doctor::Outcome;
+use rdmatopo::checks::diff::{Diff, diff};
+use rdmatopo::checks::doctor::Outcome;
 use std::fmt::Write;
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 use super::{Format, Output, RootArgs, json};
 use clap::Args;
-use rdmatopo::analysis::doctor::{self, Finding, Outcome, Report};
+use rdmatopo::checks::doctor::{self, Finding, Outcome, Report};
 use rdmatopo::model::Severity;
 use std::fmt::Write;
 

@@ -7,8 +7,9 @@
 use super::nccl_env::shell_quote;
 use super::{Output, RootArgs};
 use clap::Args;
-use rdmatopo::analysis::plan::{LOCAL_RANK_VARS, Plan, PlanOptions, RankPlan};
+use rdmatopo::model::LOCAL_RANK_VARS;
 use rdmatopo::parse::CpuSet;
+use rdmatopo::view::plan::{Plan, PlanOptions, RankPlan};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::Command;

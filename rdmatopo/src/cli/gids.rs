@@ -4,9 +4,9 @@
 use super::{Format, Output, RootArgs, json};
 use clap::Args;
 use rdmatopo::Topology;
-use rdmatopo::analysis::gid::{GidChoice, choose_gid};
 use rdmatopo::model::{Gid, RdmaDevice};
 use rdmatopo::parse::{gid_is_link_local, parse_gid};
+use rdmatopo::view::gid::{GidChoice, choose_gid};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -1,8 +1,8 @@
 use super::{Format, Output, RootArgs, nothing_found_line};
 use clap::Args;
 use rdmatopo::Topology;
-use rdmatopo::analysis::container::{ContainerView, Context, Evidence, Ownership};
 use rdmatopo::model::Severity;
+use rdmatopo::view::container::{ContainerView, Context, Evidence, Ownership};
 use std::fmt::Write;
 
 #[derive(Args, Debug)]

@@ -4,7 +4,7 @@
 
 use super::{Output, RootArgs, json};
 use clap::{Args, Subcommand, ValueEnum};
-use rdmatopo::analysis::k8s::{
+use rdmatopo::export::k8s::{
     self, ConfigMap, Generated, NfdOptions, PodNetwork, PodOptions, PoolBy, SharedDevPluginOptions,
     SriovDpOptions, WorkloadKind,
 };

@@ -2,7 +2,7 @@
 
 use super::{Output, RootArgs};
 use clap::{Args, ValueEnum};
-use rdmatopo::analysis::plan::{Plan, PlanOptions};
+use rdmatopo::view::plan::{Plan, PlanOptions};
 use std::fmt::Write;
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

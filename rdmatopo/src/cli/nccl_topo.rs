@@ -3,10 +3,10 @@
 
 use super::{Format, Output, RootArgs, json};
 use clap::Args;
-use rdmatopo::analysis::plan::{Plan, PlanOptions, preferred_hcas};
-use rdmatopo::analysis::{PathClass, TopoMatrix};
+use rdmatopo::export::nccl_xml::{self, XmlOptions};
 use rdmatopo::model::Diagnostic;
-use rdmatopo::nccl_xml::{self, XmlOptions};
+use rdmatopo::view::plan::{Plan, PlanOptions, preferred_hcas};
+use rdmatopo::view::{PathClass, TopoMatrix};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -138,7 +138,7 @@ fn analyse(path: &PathBuf, format: Format) -> Result<Output, String> {
             if topo.gpus.is_empty() && topo.rdma_devices.is_empty() {
                 s.push_str("no GPU and no NIC in this file\n");
             } else {
-                s.push_str(&matrix.to_table(false));
+                s.push_str(&rdmatopo::export::table::nvidia_smi_table(&matrix, false));
             }
             if !preferred.is_empty() {
                 s.push_str("NICs NCCL prefers per GPU:\n");

@@ -5,8 +5,8 @@
 use super::{Format, Output, RootArgs, json};
 use clap::Args;
 use rdmatopo::Topology;
-use rdmatopo::analysis::gid::is_roce;
 use rdmatopo::model::{Netdev, Port, RdmaDevice};
+use rdmatopo::view::gid::is_roce;
 use serde::Serialize;
 use std::fmt::Write;
 

@@ -1,8 +1,8 @@
 use super::{Format, Output, RootArgs, json, nothing_found_line};
 use clap::Args;
 use rdmatopo::Topology;
-use rdmatopo::analysis::TopoMatrix;
-use rdmatopo::analysis::container::{ContainerView, Context, Ownership};
+use rdmatopo::view::TopoMatrix;
+use rdmatopo::view::container::{ContainerView, Context, Ownership};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
@@ -86,10 +86,15 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
             (None, Some((_, h))) => {
                 format!(
                     "{h}\n\n{}",
-                    matrix.to_table(std::io::stdout().is_terminal())
+                    rdmatopo::export::table::nvidia_smi_table(
+                        &matrix,
+                        std::io::stdout().is_terminal()
+                    )
                 )
             }
-            (None, None) => matrix.to_table(std::io::stdout().is_terminal()),
+            (None, None) => {
+                rdmatopo::export::table::nvidia_smi_table(&matrix, std::io::stdout().is_terminal())
+            }
         },
     };
     super::keep_until_exit((fs, topo, view, matrix));

@@ -1,10 +1,10 @@
 //! NUMA nodes, machine-wide facts, and the reading process's own view.
 
 use super::Ctx;
-use crate::model::{CpuInfo, Mount, NetnsMode, NumaNode, NvidiaProcGpu, Process, Topology};
+use crate::model::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS, NetnsMode, NumaNode, Process, Topology};
 use crate::parse::{
-    parse_cgroup, parse_cpulist, parse_environ, parse_limits_memlock, parse_rdma_cgroup,
-    parse_status_field,
+    default_route, parse_cgroup, parse_cpuinfo, parse_cpulist, parse_environ, parse_limits_memlock,
+    parse_mountinfo, parse_nvidia_information, parse_rdma_cgroup, parse_status_field,
 };
 use crate::sysfs::join;
 
@@ -47,7 +47,6 @@ fn env_is_relevant(key: &str) -> bool {
         // Set by podman and systemd-nspawn in the container's environment.
         "container",
     ];
-    use crate::analysis::plan::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS};
     EXACT.contains(&key)
         || LOCAL_RANK_VARS.contains(&key)
         || LOCAL_SIZE_VARS.contains(&key)
@@ -115,30 +114,6 @@ pub(super) fn read_host(ctx: &mut Ctx, topo: &mut Topology) {
     host.default_route_interface = ctx
         .text("/proc/net/route", true)
         .and_then(|t| default_route(&t));
-}
-
-/// The interface of the first default IPv4 route in `/proc/net/route`.
-fn default_route(table: &str) -> Option<String> {
-    table.lines().skip(1).find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        (f.len() >= 8 && f[1] == "00000000" && f[7] == "00000000").then(|| f[0].to_string())
-    })
-}
-
-fn parse_cpuinfo(text: &str) -> CpuInfo {
-    let first_block = text.split("\n\n").next().unwrap_or_default();
-    let field = |key: &str| {
-        first_block.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == key).then(|| v.trim().to_string())
-        })
-    };
-    CpuInfo {
-        vendor: field("vendor_id"),
-        family: field("cpu family").and_then(|v| v.parse().ok()),
-        model: field("model").and_then(|v| v.parse().ok()),
-        model_name: field("model name"),
-    }
 }
 
 pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
@@ -250,63 +225,6 @@ fn is_device_mount(mount_point: &str) -> bool {
         || mount_point.starts_with("/dev/infiniband")
 }
 
-/// `/proc/driver/nvidia/gpus/<bdf>/information`: `Key: \t value` lines.
-fn parse_nvidia_information(bus_id: &str, text: &str) -> NvidiaProcGpu {
-    let field = |key: &str| {
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            let v = v.trim();
-            (k.trim() == key && !v.is_empty()).then(|| v.to_string())
-        })
-    };
-    NvidiaProcGpu {
-        bus_id: bus_id.to_string(),
-        model: field("Model"),
-        uuid: field("GPU UUID"),
-        minor: field("Device Minor").and_then(|m| m.parse().ok()),
-    }
-}
-
-/// `/proc/<pid>/mountinfo` (proc(5)): `id parent maj:min root mount-point options
-/// [optional…] - fstype source super-options`, with space, tab, newline and backslash
-/// escaped as octal. Malformed lines are skipped.
-fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    text.lines()
-        .filter_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            let f: Vec<&str> = before.split(' ').collect();
-            let fs_type = after.split(' ').next()?;
-            (f.len() >= 6 && !fs_type.is_empty()).then(|| Mount {
-                root: unescape_octal(f[3]),
-                mount_point: unescape_octal(f[4]),
-                fs_type: fs_type.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// Undo the kernel's `\ooo` escaping of mount paths.
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let code = (b[i] == b'\\' && i + 3 < b.len())
-            .then(|| &b[i + 1..i + 4])
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
-            .map(|d| d.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0')))
-            .and_then(|v| u8::try_from(v).ok());
-        if let Some(byte) = code {
-            out.push(byte);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Directories that may hold this process's cgroup files: the v2 path, the v1
 /// `cpuset`/`rdma` paths, and the cgroup-namespace root `/sys/fs/cgroup`.
 fn cgroup_dirs(cgroups: &[crate::parse::CgroupEntry]) -> Vec<String> {
@@ -337,43 +255,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_route_from_proc_net_route() {
-        let t = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
-                 ens18\t0000A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
-                 eno1\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n";
-        assert_eq!(default_route(t).as_deref(), Some("eno1"));
-        assert_eq!(default_route("Iface\n"), None);
-    }
-
-    #[test]
-    fn nvidia_information_fields() {
-        let g = parse_nvidia_information(
-            "0000:18:00.0",
-            "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 420\nGPU UUID: \t GPU-5a1c3e1d-7b2f-4c1e-9d0a-1f2e3d4c5b6a\nBus Location: \t 0000:18:00.0\nDevice Minor: \t 3\n",
+    fn device_mounts() {
+        let m = parse_mountinfo(
+            "1290 1180 0:245 / /proc/driver/nvidia rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw,mode=555\n\
+             1291 1290 0:22 /driver/nvidia/gpus/0000:18:00.0 /proc/driver/nvidia/gpus/0000:18:00.0 ro,nosuid,nodev,noexec,relatime shared:5 - proc proc rw\n\
+             1292 1188 0:5 /nvidia3 /dev/nvidia3 ro,nosuid,noexec,relatime master:2 - devtmpfs udev rw,size=1024k\n\
+             1293 1180 0:60 / /mnt/with\\040space rw - ext4 /dev/sda1 rw\n",
         );
-        assert_eq!(g.model.as_deref(), Some("NVIDIA H100 80GB HBM3"));
-        assert_eq!(
-            g.uuid.as_deref(),
-            Some("GPU-5a1c3e1d-7b2f-4c1e-9d0a-1f2e3d4c5b6a")
-        );
-        assert_eq!(g.minor, Some(3));
-        let empty = parse_nvidia_information("0000:18:00.0", "Device Minor: \t x\n");
-        assert_eq!((empty.uuid, empty.minor), (None, None));
-    }
-
-    #[test]
-    fn mountinfo_lines() {
-        let t = "1290 1180 0:245 / /proc/driver/nvidia rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw,mode=555\n\
-                 1291 1290 0:22 /driver/nvidia/gpus/0000:18:00.0 /proc/driver/nvidia/gpus/0000:18:00.0 ro,nosuid,nodev,noexec,relatime shared:5 - proc proc rw\n\
-                 1292 1188 0:5 /nvidia3 /dev/nvidia3 ro,nosuid,noexec,relatime master:2 - devtmpfs udev rw,size=1024k\n\
-                 1293 1180 0:60 / /mnt/with\\040space rw - ext4 /dev/sda1 rw\n\
-                 garbage line\n";
-        let m = parse_mountinfo(t);
-        assert_eq!(m.len(), 4);
-        assert_eq!(m[0].fs_type, "tmpfs");
-        assert_eq!(m[1].root, "/driver/nvidia/gpus/0000:18:00.0");
-        assert_eq!(m[2].mount_point, "/dev/nvidia3");
-        assert_eq!(m[3].mount_point, "/mnt/with space");
         let device: Vec<&str> = m
             .iter()
             .filter(|m| is_device_mount(&m.mount_point))
@@ -388,16 +276,5 @@ mod tests {
             ]
         );
         assert!(!is_device_mount("/dev/nvidiactl"));
-        assert_eq!(unescape_octal("a\\0"), "a\\0");
-        assert_eq!(unescape_octal("x\\777y\\011"), "x\\777y\t");
-    }
-
-    #[test]
-    fn cpuinfo_first_block() {
-        let c = parse_cpuinfo(
-            "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\nmodel name\t: AMD EPYC 7742 64-Core Processor\n\nprocessor\t: 1\n",
-        );
-        assert_eq!(c.vendor.as_deref(), Some("AuthenticAMD"));
-        assert_eq!((c.family, c.model), (Some(23), Some(49)));
     }
 }

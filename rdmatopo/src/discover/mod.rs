@@ -86,13 +86,21 @@ pub struct Discoverer<'a> {
     fs: &'a Sysfs,
     sources: Vec<&'a dyn FactSource>,
     scope: Scope,
+    cross_check: Option<CrossCheck>,
 }
+
+/// A check of the sources' facts against sysfs, run on the finished model of a
+/// [`Scope::Full`] read; its diagnostics join the model's. The caller hands it in
+/// (`rdmatopo::discover_scope` passes the sources cross-check of `checks`), so
+/// discovery never imports the floors that judge its output.
+pub type CrossCheck = fn(&Topology) -> Vec<Diagnostic>;
 
 impl std::fmt::Debug for Discoverer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Discoverer")
             .field("fs", &self.fs)
             .field("sources", &self.sources.len())
+            .field("cross_check", &self.cross_check.is_some())
             .finish()
     }
 }
@@ -103,7 +111,15 @@ impl<'a> Discoverer<'a> {
             fs,
             sources: Vec::new(),
             scope: Scope::Full,
+            cross_check: None,
         }
+    }
+
+    /// Check the sources' facts against sysfs with `check` once a [`Scope::Full`]
+    /// model is built (none by default).
+    pub fn cross_check(mut self, check: CrossCheck) -> Self {
+        self.cross_check = Some(check);
+        self
     }
 
     /// Read only what `scope` needs ([`Scope::Full`] by default).
@@ -219,8 +235,9 @@ impl<'a> Discoverer<'a> {
         pci::fill_gpus(&mut topo);
         if self.scope == Scope::Full {
             // Cross-checks need the link state and ports a narrower scope leaves out.
-            ctx.diags
-                .extend(crate::analysis::sources_check::check_sources(&topo));
+            if let Some(check) = self.cross_check {
+                ctx.diags.extend(check(&topo));
+            }
         }
         topo.diagnostics = ctx.diags;
         topo
@@ -434,41 +451,6 @@ fn worker_threads(items: usize, per_thread: usize) -> usize {
         .min(cap)
         .min(items / per_thread.max(1))
         .max(1)
-}
-
-/// Order names naturally: `mlx5_2` before `mlx5_10`.
-pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
-    loop {
-        match (x.first(), y.first()) {
-            (None, None) => return std::cmp::Ordering::Equal,
-            (None, _) => return std::cmp::Ordering::Less,
-            (_, None) => return std::cmp::Ordering::Greater,
-            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
-                let nx = x.iter().take_while(|b| b.is_ascii_digit()).count();
-                let ny = y.iter().take_while(|b| b.is_ascii_digit()).count();
-                let (dx, dy) = (trim_zeros(&x[..nx]), trim_zeros(&y[..ny]));
-                let ord = dx.len().cmp(&dy.len()).then_with(|| dx.cmp(dy));
-                if ord != std::cmp::Ordering::Equal {
-                    return ord;
-                }
-                x = &x[nx..];
-                y = &y[ny..];
-            }
-            (Some(c), Some(d)) => {
-                if c != d {
-                    return c.cmp(d);
-                }
-                x = &x[1..];
-                y = &y[1..];
-            }
-        }
-    }
-}
-
-fn trim_zeros(d: &[u8]) -> &[u8] {
-    let n = d.iter().take_while(|b| **b == b'0').count();
-    &d[n.min(d.len().saturating_sub(1))..]
 }
 
 #[cfg(test)]

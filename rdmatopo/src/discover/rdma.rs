@@ -1,7 +1,8 @@
 //! RDMA devices (`/sys/class/infiniband`), their ports and GID tables.
 
-use super::{Ctx, Scope, natural_cmp};
+use super::{Ctx, Scope};
 use crate::model::{Gid, Port, RdmaDevice, Topology};
+use crate::parse::natural_cmp;
 use crate::parse::{
     LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
     parse_link_layer, parse_phys_state, parse_port_state, parse_rate,

@@ -1,4 +1,5 @@
 use crate::parse::{CgroupEntry, CpuSet, MemlockLimit, RdmaLimit};
+pub use crate::parse::{CpuInfo, Mount, NvidiaProcGpu};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -10,19 +11,6 @@ pub struct NumaNode {
     pub cpus: CpuSet,
     /// `distance`: SLIT distances to every node, in node order.
     pub distances: Vec<u32>,
-}
-
-/// The CPU model (first block of `/proc/cpuinfo`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuInfo {
-    /// `vendor_id` (`GenuineIntel`, `AuthenticAMD`).
-    pub vendor: Option<String>,
-    /// `cpu family`.
-    pub family: Option<u32>,
-    /// `model`.
-    pub model: Option<u32>,
-    /// `model name`.
-    pub model_name: Option<String>,
 }
 
 /// RDMA network-namespace mode (`/sys/module/ib_core/parameters/netns_mode`).
@@ -103,31 +91,23 @@ pub struct Process {
     pub nvidia_container_devices: Vec<String>,
 }
 
-/// What the NVIDIA driver says about one GPU in
-/// `/proc/driver/nvidia/gpus/<bdf>/information`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NvidiaProcGpu {
-    /// The directory name (`0000:18:00.0`).
-    pub bus_id: String,
-    /// `Model:`.
-    pub model: Option<String>,
-    /// `GPU UUID:` (`GPU-…`).
-    pub uuid: Option<String>,
-    /// `Device Minor:`: the N of `/dev/nvidia<N>`.
-    pub minor: Option<u32>,
-}
+/// Variables that carry a process's local rank, in the order they are trusted
+/// (torchrun, Open MPI, Slurm, MPICH/Intel MPI, PMI).
+pub const LOCAL_RANK_VARS: [&str; 5] = [
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+    "MPI_LOCALRANKID",
+    "PMI_LOCAL_RANK",
+];
 
-/// One line of `/proc/self/mountinfo`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mount {
-    /// Where it is mounted in this mount namespace.
-    pub mount_point: String,
-    /// The directory of the source filesystem that is mounted there (`/` for a whole
-    /// filesystem, `/nvidia0` for a bind mount of one devtmpfs node).
-    pub root: String,
-    /// Filesystem type (`tmpfs`, `proc`, `devtmpfs`).
-    pub fs_type: String,
-}
+/// Variables that carry the number of ranks on this node.
+pub const LOCAL_SIZE_VARS: [&str; 4] = [
+    "LOCAL_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+    "PMI_LOCAL_SIZE",
+];
 
 impl Process {
     /// The CPUs this process may run on: the allowed list, narrowed by the cgroup cpuset.

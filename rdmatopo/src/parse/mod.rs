@@ -23,8 +23,10 @@ pub use pci::{
 };
 pub use pcicfg::{ACS_CAP_ID, AcsFlags, AcsState, ExtCap, parse_acs, parse_ext_caps};
 pub use proc::{
-    CgroupEntry, MemlockLimit, RdmaLimit, RdmaLimitValue, Route, parse_cgroup, parse_environ,
-    parse_fib_trie_local, parse_limits_memlock, parse_rdma_cgroup, parse_route, parse_status_field,
+    CgroupEntry, CpuInfo, MemlockLimit, Mount, NvidiaProcGpu, RdmaLimit, RdmaLimitValue, Route,
+    default_route, parse_cgroup, parse_cpuinfo, parse_environ, parse_fib_trie_local,
+    parse_limits_memlock, parse_mountinfo, parse_nvidia_information, parse_rdma_cgroup,
+    parse_route, parse_status_field, unescape_octal,
 };
 pub use qos::{
     PRIORITIES, PortBuffer, PortBuffers, TclassRule, TrafficClass, VfConfig, parse_buffer_size,
@@ -61,4 +63,51 @@ pub fn parse_dec<T: std::str::FromStr>(what: &'static str, text: &str) -> Result
     let t = text.trim();
     t.parse()
         .map_err(|_| ParseError::new(what, text, "not a decimal number"))
+}
+
+/// Order names naturally: `mlx5_2` before `mlx5_10`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, _) => return std::cmp::Ordering::Less,
+            (_, None) => return std::cmp::Ordering::Greater,
+            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
+                let nx = x.iter().take_while(|b| b.is_ascii_digit()).count();
+                let ny = y.iter().take_while(|b| b.is_ascii_digit()).count();
+                let (dx, dy) = (trim_zeros(&x[..nx]), trim_zeros(&y[..ny]));
+                let ord = dx.len().cmp(&dy.len()).then_with(|| dx.cmp(dy));
+                if ord != std::cmp::Ordering::Equal {
+                    return ord;
+                }
+                x = &x[nx..];
+                y = &y[ny..];
+            }
+            (Some(c), Some(d)) => {
+                if c != d {
+                    return c.cmp(d);
+                }
+                x = &x[1..];
+                y = &y[1..];
+            }
+        }
+    }
+}
+
+fn trim_zeros(d: &[u8]) -> &[u8] {
+    let n = d.iter().take_while(|b| **b == b'0').count();
+    &d[n.min(d.len().saturating_sub(1))..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order() {
+        let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_bond_0", "mlx5_1"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["mlx5_1", "mlx5_2", "mlx5_10", "mlx5_bond_0"]);
+    }
 }

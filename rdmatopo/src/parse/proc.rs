@@ -236,3 +236,181 @@ pub fn parse_fib_trie_local(text: &str) -> Vec<std::net::Ipv4Addr> {
     }
     out
 }
+
+// --- /proc files of the reading process and the machine ---
+
+/// The CPU model (first block of `/proc/cpuinfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuInfo {
+    /// `vendor_id` (`GenuineIntel`, `AuthenticAMD`).
+    pub vendor: Option<String>,
+    /// `cpu family`.
+    pub family: Option<u32>,
+    /// `model`.
+    pub model: Option<u32>,
+    /// `model name`.
+    pub model_name: Option<String>,
+}
+
+/// What the NVIDIA driver says about one GPU in
+/// `/proc/driver/nvidia/gpus/<bdf>/information`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvidiaProcGpu {
+    /// The directory name (`0000:18:00.0`).
+    pub bus_id: String,
+    /// `Model:`.
+    pub model: Option<String>,
+    /// `GPU UUID:` (`GPU-…`).
+    pub uuid: Option<String>,
+    /// `Device Minor:`: the N of `/dev/nvidia<N>`.
+    pub minor: Option<u32>,
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// Where it is mounted in this mount namespace.
+    pub mount_point: String,
+    /// The directory of the source filesystem that is mounted there (`/` for a whole
+    /// filesystem, `/nvidia0` for a bind mount of one devtmpfs node).
+    pub root: String,
+    /// Filesystem type (`tmpfs`, `proc`, `devtmpfs`).
+    pub fs_type: String,
+}
+
+/// The interface of the first default IPv4 route in `/proc/net/route`.
+pub fn default_route(table: &str) -> Option<String> {
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() >= 8 && f[1] == "00000000" && f[7] == "00000000").then(|| f[0].to_string())
+    })
+}
+
+pub fn parse_cpuinfo(text: &str) -> CpuInfo {
+    let first_block = text.split("\n\n").next().unwrap_or_default();
+    let field = |key: &str| {
+        first_block.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_string())
+        })
+    };
+    CpuInfo {
+        vendor: field("vendor_id"),
+        family: field("cpu family").and_then(|v| v.parse().ok()),
+        model: field("model").and_then(|v| v.parse().ok()),
+        model_name: field("model name"),
+    }
+}
+
+/// `/proc/driver/nvidia/gpus/<bdf>/information`: `Key: \t value` lines.
+pub fn parse_nvidia_information(bus_id: &str, text: &str) -> NvidiaProcGpu {
+    let field = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            let v = v.trim();
+            (k.trim() == key && !v.is_empty()).then(|| v.to_string())
+        })
+    };
+    NvidiaProcGpu {
+        bus_id: bus_id.to_string(),
+        model: field("Model"),
+        uuid: field("GPU UUID"),
+        minor: field("Device Minor").and_then(|m| m.parse().ok()),
+    }
+}
+
+/// `/proc/<pid>/mountinfo` (proc(5)): `id parent maj:min root mount-point options
+/// [optional…] - fstype source super-options`, with space, tab, newline and backslash
+/// escaped as octal. Malformed lines are skipped.
+pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let f: Vec<&str> = before.split(' ').collect();
+            let fs_type = after.split(' ').next()?;
+            (f.len() >= 6 && !fs_type.is_empty()).then(|| Mount {
+                root: unescape_octal(f[3]),
+                mount_point: unescape_octal(f[4]),
+                fs_type: fs_type.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Undo the kernel's `\ooo` escaping of mount paths.
+pub fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let code = (b[i] == b'\\' && i + 3 < b.len())
+            .then(|| &b[i + 1..i + 4])
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .map(|d| d.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0')))
+            .and_then(|v| u8::try_from(v).ok());
+        if let Some(byte) = code {
+            out.push(byte);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+
+    #[test]
+    fn default_route_from_proc_net_route() {
+        let t = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+                 ens18\t0000A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+                 eno1\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n";
+        assert_eq!(default_route(t).as_deref(), Some("eno1"));
+        assert_eq!(default_route("Iface\n"), None);
+    }
+
+    #[test]
+    fn nvidia_information_fields() {
+        let g = parse_nvidia_information(
+            "0000:18:00.0",
+            "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 420\nGPU UUID: \t GPU-5a1c3e1d-7b2f-4c1e-9d0a-1f2e3d4c5b6a\nBus Location: \t 0000:18:00.0\nDevice Minor: \t 3\n",
+        );
+        assert_eq!(g.model.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(
+            g.uuid.as_deref(),
+            Some("GPU-5a1c3e1d-7b2f-4c1e-9d0a-1f2e3d4c5b6a")
+        );
+        assert_eq!(g.minor, Some(3));
+        let empty = parse_nvidia_information("0000:18:00.0", "Device Minor: \t x\n");
+        assert_eq!((empty.uuid, empty.minor), (None, None));
+    }
+
+    #[test]
+    fn mountinfo_lines() {
+        let t = "1290 1180 0:245 / /proc/driver/nvidia rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw,mode=555\n\
+                 1291 1290 0:22 /driver/nvidia/gpus/0000:18:00.0 /proc/driver/nvidia/gpus/0000:18:00.0 ro,nosuid,nodev,noexec,relatime shared:5 - proc proc rw\n\
+                 1292 1188 0:5 /nvidia3 /dev/nvidia3 ro,nosuid,noexec,relatime master:2 - devtmpfs udev rw,size=1024k\n\
+                 1293 1180 0:60 / /mnt/with\\040space rw - ext4 /dev/sda1 rw\n\
+                 garbage line\n";
+        let m = parse_mountinfo(t);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].fs_type, "tmpfs");
+        assert_eq!(m[1].root, "/driver/nvidia/gpus/0000:18:00.0");
+        assert_eq!(m[2].mount_point, "/dev/nvidia3");
+        assert_eq!(m[3].mount_point, "/mnt/with space");
+        assert_eq!(unescape_octal("a\\0"), "a\\0");
+        assert_eq!(unescape_octal("x\\777y\\011"), "x\\777y\t");
+    }
+
+    #[test]
+    fn cpuinfo_first_block() {
+        let c = parse_cpuinfo(
+            "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\nmodel name\t: AMD EPYC 7742 64-Core Processor\n\nprocessor\t: 1\n",
+        );
+        assert_eq!(c.vendor.as_deref(), Some("AuthenticAMD"));
+        assert_eq!((c.family, c.model), (Some(23), Some(49)));
+    }
+}

@@ -4,8 +4,8 @@
 //! [`SourceError::Unavailable`].
 
 use super::{FactSource, Facts, SourceError};
-use crate::discover::natural_cmp;
 use crate::model::{Gid, VerbsDevice, VerbsPort, VerbsSnapshot};
+use crate::parse::natural_cmp;
 use crate::parse::{GidType, format_gid, gid_ipv4, gid_is_zero};
 use crate::sysfs::Sysfs;
 use rdma_sys::{

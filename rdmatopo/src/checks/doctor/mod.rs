@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! let topo = rdmatopo::discover(None)?;
-//! let report = rdmatopo::analysis::doctor::run(&topo);
+//! let report = rdmatopo::checks::doctor::run(&topo);
 //! std::process::exit(report.exit_code());
 //! # Ok::<(), rdmatopo::Error>(())
 //! ```
@@ -22,11 +22,10 @@ mod numa;
 mod pcie;
 mod qos;
 mod rails;
-mod scope;
 
+use crate::view::scope::{Context, Scope};
 pub use network::roce_mtu;
 pub(crate) use network::{active_mtu, uplink};
-pub use scope::{Context, GpuNics, Scope, nccl_gid};
 
 use crate::Topology;
 use crate::model::Severity;

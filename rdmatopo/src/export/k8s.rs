@@ -3,7 +3,7 @@
 //! or per PCIe switch), Node Feature Discovery labels, and a Pod or Job that asks for
 //! GPUs with their rails.
 //!
-//! Which ports are rails comes from the NCCL plan ([`super::rails`]): storage,
+//! Which ports are rails comes from the NCCL plan ([`crate::view::rails`]): storage,
 //! front-end and down ports are left out unless asked for. Every generator is a pure
 //! function of the [`Topology`] returning serde values; the notes beside each value
 //! are facts for the reader (the CLI writes them as YAML comments).
@@ -14,10 +14,10 @@
 //! hyphen (its README), `pfNames` VF ranges are `<pf>#<i>,<a>-<b>`. NFD label names
 //! and values follow the Kubernetes label syntax.
 
-use super::AnalysisError;
-use super::rails::{HcaPort, NodeRails};
 use crate::model::{NetnsMode, Topology};
 use crate::parse::{LinkLayer, PciAddr};
+use crate::view::ViewError;
+use crate::view::rails::{HcaPort, NodeRails};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -63,9 +63,9 @@ impl ConfigMap {
         namespace: &str,
         key: &str,
         value: &T,
-    ) -> Result<Self, AnalysisError> {
+    ) -> Result<Self, ViewError> {
         let mut text = serde_json::to_string_pretty(value)
-            .map_err(|e| AnalysisError::Invalid(format!("cannot serialize {key}: {e}")))?;
+            .map_err(|e| ViewError::Invalid(format!("cannot serialize {key}: {e}")))?;
         text.push('\n');
         Ok(Self {
             api_version: "v1".into(),
@@ -130,15 +130,15 @@ pub fn is_label_key(k: &str) -> bool {
 /// NFD's nfd-master drops labels in `kubernetes.io` and `*.kubernetes.io`, except these.
 const NFD_ALLOWED_K8S_NS: [&str; 2] = ["feature.node.kubernetes.io", "profile.node.kubernetes.io"];
 
-fn check_label_prefix(prefix: &str) -> Result<(), AnalysisError> {
+fn check_label_prefix(prefix: &str) -> Result<(), ViewError> {
     if !is_dns_subdomain(prefix) {
-        return Err(AnalysisError::Invalid(format!(
+        return Err(ViewError::Invalid(format!(
             "label prefix {prefix:?} is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
         )));
     }
     let k8s = prefix == "kubernetes.io" || prefix.ends_with(".kubernetes.io");
     if k8s && !NFD_ALLOWED_K8S_NS.contains(&prefix) {
-        return Err(AnalysisError::Invalid(format!(
+        return Err(ViewError::Invalid(format!(
             "label prefix {prefix:?}: NFD denies kubernetes.io namespaces other than {}",
             NFD_ALLOWED_K8S_NS.join(" and ")
         )));
@@ -292,7 +292,7 @@ fn node_summary(topo: &Topology, rails: &NodeRails) -> String {
 }
 
 fn container_note(topo: &Topology) -> Option<String> {
-    let view = super::container::ContainerView::of(topo);
+    let view = crate::view::container::ContainerView::of(topo);
     view.context.is_container().then(|| {
         format!(
             "the root is a {}'s view: this describes the devices it lists, read as the node's",
@@ -364,25 +364,23 @@ impl SharedDevPluginConfig {
     ///
     /// # Errors
     /// The first rule broken.
-    pub fn validate(&self) -> Result<(), AnalysisError> {
+    pub fn validate(&self) -> Result<(), ViewError> {
         if self.config_list.is_empty() {
-            return Err(AnalysisError::Invalid("configList is empty".into()));
+            return Err(ViewError::Invalid("configList is empty".into()));
         }
         let mut seen = BTreeSet::new();
         for r in &self.config_list {
             let n = &r.resource_name;
             if n.is_empty() || !n.chars().all(|c| is_alnum(c) || c == '_') {
-                return Err(AnalysisError::Invalid(format!(
+                return Err(ViewError::Invalid(format!(
                     "resourceName {n:?} does not match ^[a-zA-Z0-9_]+$"
                 )));
             }
             if !seen.insert(n.as_str()) {
-                return Err(AnalysisError::Invalid(format!(
-                    "resourceName {n:?} repeats"
-                )));
+                return Err(ViewError::Invalid(format!("resourceName {n:?} repeats")));
             }
             if r.selectors.if_names.is_empty() {
-                return Err(AnalysisError::Invalid(format!("{n}: no selector")));
+                return Err(ViewError::Invalid(format!("{n}: no selector")));
             }
         }
         Ok(())
@@ -490,7 +488,7 @@ fn shared_pools(
 pub fn rdma_shared_dev_plugin(
     topo: &Topology,
     opts: &SharedDevPluginOptions,
-) -> Result<Generated<SharedDevPluginConfig>, AnalysisError> {
+) -> Result<Generated<SharedDevPluginConfig>, ViewError> {
     let rails = NodeRails::of(topo)?;
     let Pools {
         pools,
@@ -498,7 +496,7 @@ pub fn rdma_shared_dev_plugin(
         skipped,
     } = shared_pools(topo, &rails, opts);
     if pools.is_empty() {
-        return Err(AnalysisError::Invalid(no_pool_reason(
+        return Err(ViewError::Invalid(no_pool_reason(
             topo,
             &rails,
             "compute rail with a netdev",
@@ -620,17 +618,17 @@ impl SriovDpConfig {
     ///
     /// # Errors
     /// The first rule broken.
-    pub fn validate(&self) -> Result<(), AnalysisError> {
+    pub fn validate(&self) -> Result<(), ViewError> {
         let mut seen = BTreeSet::new();
         for r in &self.resource_list {
             let n = &r.resource_name;
             if n.is_empty() || !n.chars().all(|c| is_alnum(c) || c == '_') {
-                return Err(AnalysisError::Invalid(format!(
+                return Err(ViewError::Invalid(format!(
                     "resourceName {n:?} does not match ^[a-zA-Z0-9_]+$"
                 )));
             }
             if !seen.insert(format!("{}/{n}", r.resource_prefix)) {
-                return Err(AnalysisError::Invalid(format!(
+                return Err(ViewError::Invalid(format!(
                     "{}/{n} repeats",
                     r.resource_prefix
                 )));
@@ -639,13 +637,13 @@ impl SriovDpConfig {
                 r.device_type.as_str(),
                 "netDevice" | "accelerator" | "auxNetDevice"
             ) {
-                return Err(AnalysisError::Invalid(format!(
+                return Err(ViewError::Invalid(format!(
                     "{n}: deviceType {:?}",
                     r.device_type
                 )));
             }
             if r.selectors.is_empty() || r.selectors.iter().any(|s| s.pf_names.is_empty()) {
-                return Err(AnalysisError::Invalid(format!("{n}: no pfNames selector")));
+                return Err(ViewError::Invalid(format!("{n}: no pfNames selector")));
             }
             for pf in r.selectors.iter().flat_map(|s| &s.pf_names) {
                 parse_pf_name(pf)?;
@@ -659,8 +657,8 @@ impl SriovDpConfig {
 ///
 /// # Errors
 /// When a range does not parse, as the plugin would drop the selector.
-pub fn parse_pf_name(s: &str) -> Result<(&str, Option<Vec<u32>>), AnalysisError> {
-    let bad = || AnalysisError::Invalid(format!("pfNames entry {s:?} is not <pf>[#<i>,<a>-<b>…]"));
+pub fn parse_pf_name(s: &str) -> Result<(&str, Option<Vec<u32>>), ViewError> {
+    let bad = || ViewError::Invalid(format!("pfNames entry {s:?} is not <pf>[#<i>,<a>-<b>…]"));
     let Some((pf, ranges)) = s.split_once('#') else {
         return if s.is_empty() {
             Err(bad())
@@ -858,7 +856,7 @@ fn sriov_pools(rails: &NodeRails, opts: &SriovDpOptions) -> Pools<SriovResource>
 pub fn sriov_device_plugin(
     topo: &Topology,
     opts: &SriovDpOptions,
-) -> Result<Generated<SriovDpConfig>, AnalysisError> {
+) -> Result<Generated<SriovDpConfig>, ViewError> {
     check_resource_prefix(&opts.resource_prefix)?;
     let rails = NodeRails::of(topo)?;
     let Pools {
@@ -867,7 +865,7 @@ pub fn sriov_device_plugin(
         skipped,
     } = sriov_pools(&rails, opts);
     if pools.is_empty() {
-        return Err(AnalysisError::Invalid(no_pool_reason(
+        return Err(ViewError::Invalid(no_pool_reason(
             topo,
             &rails,
             "compute rail on an SR-IOV physical function",
@@ -886,11 +884,11 @@ pub fn sriov_device_plugin(
     })
 }
 
-fn check_resource_prefix(prefix: &str) -> Result<(), AnalysisError> {
+fn check_resource_prefix(prefix: &str) -> Result<(), ViewError> {
     if is_dns_subdomain(prefix) {
         Ok(())
     } else {
-        Err(AnalysisError::Invalid(format!(
+        Err(ViewError::Invalid(format!(
             "resource prefix {prefix:?} is not a DNS subdomain"
         )))
     }
@@ -940,7 +938,7 @@ impl Default for NfdOptions {
 pub fn nfd_labels(
     topo: &Topology,
     opts: &NfdOptions,
-) -> Result<Generated<BTreeMap<String, String>>, AnalysisError> {
+) -> Result<Generated<BTreeMap<String, String>>, ViewError> {
     check_label_prefix(&opts.prefix)?;
     let rails = NodeRails::of(topo)?;
     let mut labels: BTreeMap<String, String> = BTreeMap::new();
@@ -997,7 +995,7 @@ pub fn nfd_labels(
 
     for (k, v) in &labels {
         if !is_label_key(k) || !is_label_value(v) {
-            return Err(AnalysisError::Invalid(format!(
+            return Err(ViewError::Invalid(format!(
                 "label {k}={v} is not valid Kubernetes label syntax"
             )));
         }
@@ -1210,22 +1208,20 @@ fn choose_gpus(rails: &NodeRails, n: usize) -> Vec<usize> {
 ///
 /// # Errors
 /// Zero GPUs, more GPUs than the node has, or no pool for the chosen network.
-pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, AnalysisError> {
+pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, ViewError> {
     let rails = NodeRails::of(topo)?;
     let n = opts.gpus as usize;
     if n == 0 {
-        return Err(AnalysisError::Invalid(
-            "a pod needs at least one GPU".into(),
-        ));
+        return Err(ViewError::Invalid("a pod needs at least one GPU".into()));
     }
     if n > rails.gpus.len() {
-        return Err(AnalysisError::Invalid(format!(
+        return Err(ViewError::Invalid(format!(
             "{n} GPUs asked for, but this node has {}",
             rails.gpus.len()
         )));
     }
     if !is_dns_subdomain(&opts.name) {
-        return Err(AnalysisError::Invalid(format!(
+        return Err(ViewError::Invalid(format!(
             "name {:?} is not a DNS subdomain (lowercase letters, digits, '-', '.')",
             opts.name
         )));
@@ -1251,7 +1247,7 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, An
         PodNetwork::RdmaShared => {
             let Pools { pools, skipped, .. } = shared_pools(topo, &rails, &opts.shared);
             if pools.is_empty() {
-                return Err(AnalysisError::Invalid(no_pool_reason(
+                return Err(ViewError::Invalid(no_pool_reason(
                     topo,
                     &rails,
                     "compute rail with a netdev",
@@ -1273,7 +1269,7 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, An
             check_resource_prefix(&opts.sriov.resource_prefix)?;
             let Pools { pools, skipped, .. } = sriov_pools(&rails, &opts.sriov);
             if pools.is_empty() {
-                return Err(AnalysisError::Invalid(no_pool_reason(
+                return Err(ViewError::Invalid(no_pool_reason(
                     topo,
                     &rails,
                     "compute rail on an SR-IOV physical function",

@@ -1,10 +1,10 @@
 //! Network-side checks: MTU (4), network namespace and GID index (5), netfilter on
 //! RoCE (8) and the RoCE v2 IPv4 GID (8).
 
-use super::scope::nccl_gid;
 use super::{Context, Scope, Sink, list, port_dir, port_name, short_list};
 use crate::model::{Netdev, NetdevKind, NetnsMode, Port, RdmaDevice};
 use crate::parse::{GidType, LinkLayer};
+use crate::view::scope::nccl_gid;
 use std::collections::BTreeMap;
 
 /// Bytes of RoCE headers the kernel takes off the netdev MTU (`iboe_get_mtu`: GRH 40 +

@@ -12,33 +12,17 @@
 use super::affinity::numa_of;
 use super::container::{ContainerView, Ownership};
 use super::gid::{GidChoice, choose_gid, is_roce, unusable_reason};
-use super::{AnalysisError, PathClass, path_class};
-use crate::discover::natural_cmp;
-use crate::model::{Gpu, PciFunction, Port, RdmaDevice, Topology};
+use super::{PathClass, ViewError, path_class};
+use crate::model::{
+    Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, PciFunction, Port, RdmaDevice, Topology,
+};
+use crate::parse::natural_cmp;
 use crate::parse::{CpuSet, PciAddr, PortState};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Schema tag of [`Plan::to_json`].
 pub const NCCL_ENV_SCHEMA: &str = "rdmatopo.nccl-env/1";
-
-/// Variables that carry a process's local rank, in the order they are trusted
-/// (torchrun, Open MPI, Slurm, MPICH/Intel MPI, PMI).
-pub const LOCAL_RANK_VARS: [&str; 5] = [
-    "LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "SLURM_LOCALID",
-    "MPI_LOCALRANKID",
-    "PMI_LOCAL_RANK",
-];
-
-/// Variables that carry the number of ranks on this node.
-pub const LOCAL_SIZE_VARS: [&str; 4] = [
-    "LOCAL_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "MPI_LOCALNRANKS",
-    "PMI_LOCAL_SIZE",
-];
 
 /// What to plan for.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,10 +129,10 @@ impl Plan {
     /// Plan every local rank of this node.
     ///
     /// # Errors
-    /// [`AnalysisError::Invalid`] when the environment is contradictory: a local rank
+    /// [`ViewError::Invalid`] when the environment is contradictory: a local rank
     /// that is not a number or not below the local world size, or a
     /// `CUDA_VISIBLE_DEVICES` that names GPUs by UUID when no UUID is known.
-    pub fn compute(topo: &Topology, opts: &PlanOptions) -> Result<Plan, AnalysisError> {
+    pub fn compute(topo: &Topology, opts: &PlanOptions) -> Result<Plan, ViewError> {
         let topo = canonical(topo);
         let env = if opts.env.is_empty() {
             &topo.process.env
@@ -172,7 +156,7 @@ impl Plan {
             && world > 0
             && r >= world
         {
-            return Err(AnalysisError::Invalid(format!(
+            return Err(ViewError::Invalid(format!(
                 "local rank {r} is not below the local world size {world}"
             )));
         }
@@ -348,11 +332,11 @@ fn canonical(topo: &Topology) -> Topology {
 }
 
 /// The first of `vars` that is set, as a number.
-fn env_number(env: &BTreeMap<String, String>, vars: &[&str]) -> Result<Option<u32>, AnalysisError> {
+fn env_number(env: &BTreeMap<String, String>, vars: &[&str]) -> Result<Option<u32>, ViewError> {
     for var in vars {
         if let Some(v) = env.get(*var) {
             return v.trim().parse().map(Some).map_err(|_| {
-                AnalysisError::Invalid(format!("{var}={v:?} is not a non-negative number"))
+                ViewError::Invalid(format!("{var}={v:?} is not a non-negative number"))
             });
         }
     }
@@ -365,7 +349,7 @@ fn visible_gpus<'t>(
     view: &ContainerView,
     env: &BTreeMap<String, String>,
     notes: &mut Vec<String>,
-) -> Result<Vec<&'t Gpu>, AnalysisError> {
+) -> Result<Vec<&'t Gpu>, ViewError> {
     let all = owned_gpus(topo, view, notes);
     if let Some(order) = env.get("CUDA_DEVICE_ORDER")
         && order != "PCI_BUS_ID"
@@ -399,17 +383,17 @@ fn visible_gpus<'t>(
 
 /// One `CUDA_VISIBLE_DEVICES` entry: an index in PCI order, a full UUID, a unique
 /// `GPU-` prefix of one, or a UUID without its `GPU-` prefix.
-fn resolve_cvd_entry<'t>(all: &[&'t Gpu], entry: &str) -> Result<Option<&'t Gpu>, AnalysisError> {
+fn resolve_cvd_entry<'t>(all: &[&'t Gpu], entry: &str) -> Result<Option<&'t Gpu>, ViewError> {
     if let Ok(i) = entry.parse::<i64>() {
         return Ok(usize::try_from(i).ok().and_then(|i| all.get(i).copied()));
     }
     if entry.starts_with("MIG-") {
-        return Err(AnalysisError::Invalid(format!(
+        return Err(ViewError::Invalid(format!(
             "CUDA_VISIBLE_DEVICES names a MIG instance ({entry}); per-rank plans for MIG instances are not supported"
         )));
     }
     if all.iter().all(|g| g.uuid.is_none()) {
-        return Err(AnalysisError::Invalid(format!(
+        return Err(ViewError::Invalid(format!(
             "CUDA_VISIBLE_DEVICES names {entry:?} by UUID, but no GPU UUID is known here (they come from NVML or /proc/driver/nvidia/gpus)"
         )));
     }
@@ -430,7 +414,7 @@ fn resolve_cvd_entry<'t>(all: &[&'t Gpu], entry: &str) -> Result<Option<&'t Gpu>
     })
 }
 
-/// GPUs this process owns (`analysis::container`): those given to another container
+/// GPUs this process owns (`view::container`): those given to another container
 /// are left out; those whose ownership is unknown are kept, and the assumption said.
 fn owned_gpus<'t>(
     topo: &'t Topology,

@@ -7,7 +7,7 @@ fn plan(t: &Topology) -> Plan {
     Plan::compute(t, &PlanOptions::default()).unwrap()
 }
 
-fn with_env(t: &Topology, kv: &[(&str, &str)]) -> Result<Plan, AnalysisError> {
+fn with_env(t: &Topology, kv: &[(&str, &str)]) -> Result<Plan, ViewError> {
     let opts = PlanOptions {
         env: kv
             .iter()

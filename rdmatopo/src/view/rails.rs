@@ -1,6 +1,6 @@
 //! The compute rails of one node: the HCA ports that the NCCL plan ([`super::plan`])
-//! keeps for collective traffic, each with the facts that Kubernetes configuration
-//! ([`super::k8s`]) and the fleet check ([`super::cluster`]) need. The ports the plan
+//! keeps for collective traffic, each with the facts that the Kubernetes export and
+//! the fleet check (`rdmatopo cluster`) need. The ports the plan
 //! leaves out (front-end, storage, other fabric, down) are kept aside with the plan's
 //! reason.
 //!
@@ -9,9 +9,9 @@
 //! DaemonSet that reads the host's `/sys` gets the same answer as the host itself.
 
 use super::plan::{Exclusion, Plan, PlanOptions};
-use super::{AnalysisError, PathClass, path_class};
-use crate::discover::natural_cmp;
+use super::{PathClass, ViewError, path_class};
 use crate::model::{PciFunction, PciRole, Port, Process, RdmaDevice, Topology};
+use crate::parse::natural_cmp;
 use crate::parse::{LinkLayer, PciAddr};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -126,7 +126,7 @@ impl NodeRails {
     ///
     /// # Errors
     /// When the plan cannot be computed.
-    pub fn of(topo: &Topology) -> Result<Self, AnalysisError> {
+    pub fn of(topo: &Topology) -> Result<Self, ViewError> {
         let node = node_view(topo);
         let plan = Plan::compute(&node, &PlanOptions::default())?;
         Ok(Self::from_plan(&node, &plan))
@@ -412,7 +412,7 @@ fn port_vfs(topo: &Topology, pf: &PciFunction) -> Option<PortVfs> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::plan::testkit::{Builder, NicSpec};
+    use crate::view::plan::testkit::{Builder, NicSpec};
 
     /// Two GPUs, each with a rail under its own switch, and a front-end RoCE port
     /// carrying the default route.

@@ -20,15 +20,15 @@
 //! in sysfs and a wrong `gdr="0"` disables GPUDirect RDMA); `<nic><net …/></nic>` with
 //! name, dev, speed and port is written on request.
 
-use crate::analysis::affinity::numa_of;
-use crate::discover::natural_cmp;
 use crate::model::{
     CpuInfo, Diagnostic, Gpu, HostBridge, NumaNode, NvLink, NvLinkRemote, NvmlGpu, NvmlSnapshot,
     PciFunction, PciRole, PcieLink, Port, RdmaDevice, Severity, Topology,
 };
+use crate::parse::natural_cmp;
 use crate::parse::{
     CpuSet, LinkLayer, LinkSpeed, PciAddr, PortState, Rate, parse_cpumask, parse_hex_u32,
 };
+use crate::view::affinity::numa_of;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

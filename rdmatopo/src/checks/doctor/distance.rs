@@ -2,8 +2,8 @@
 //! nearest RDMA NIC anywhere on the machine.
 
 use super::{Scope, Sink, list, pci_dir};
-use crate::analysis::affinity::{PathClass, path_class};
 use crate::model::PciFunction;
+use crate::view::affinity::{PathClass, path_class};
 
 pub(super) fn check(scope: &Scope, out: &mut Sink) {
     if scope.gpus.is_empty() {

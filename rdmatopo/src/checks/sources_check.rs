@@ -2,13 +2,13 @@
 //! disagree one of them is wrong, so each diagnostic says which source said what and
 //! which one the rest of rdmatopo uses (sysfs, for every PCIe class and port fact).
 
-use super::PathClass;
-use super::affinity::path_class;
 use crate::model::{
     Diagnostic, NvmlSnapshot, Port, RdmaDevice, Severity, Topology, TopologyLevel, VerbsDevice,
     VerbsPort, VerbsSnapshot,
 };
 use crate::parse::{PciAddr, PortState};
+use crate::view::PathClass;
+use crate::view::affinity::path_class;
 
 /// Every disagreement between NVML or verbs facts (when the model has them) and the
 /// sysfs facts of the same model.
@@ -293,7 +293,10 @@ mod tests {
             )
             .file(&format!("{port}/gid_attrs/types/0"), "IB/RoCE v1\n");
         let fs = Sysfs::memory(t, "test");
-        Discoverer::new(&fs).discover().unwrap()
+        Discoverer::new(&fs)
+            .cross_check(check_sources)
+            .discover()
+            .unwrap()
     }
 
     fn nvml_gpu(bus_id: &str, topology: &[(&str, TopologyLevel)]) -> NvmlGpu {
@@ -526,7 +529,11 @@ mod tests {
         t.file(&format!("{port}/state"), "4: ACTIVE\n")
             .file(&format!("{port}/link_layer"), "InfiniBand\n");
         let fs = Sysfs::memory(t, "test");
-        let found = Discoverer::new(&fs).source(&source).discover().unwrap();
+        let found = Discoverer::new(&fs)
+            .source(&source)
+            .cross_check(check_sources)
+            .discover()
+            .unwrap();
         assert!(found.verbs.is_some());
         assert_eq!(
             found

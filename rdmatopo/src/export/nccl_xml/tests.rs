@@ -1,8 +1,8 @@
 use super::*;
-use crate::analysis::plan::preferred_hcas;
-use crate::analysis::plan::testkit::{Builder, NicSpec, dgx_like};
-use crate::analysis::{PathClass, TopoMatrix};
 use crate::model::CpuInfo;
+use crate::view::plan::preferred_hcas;
+use crate::view::plan::testkit::{Builder, NicSpec, dgx_like};
+use crate::view::{PathClass, TopoMatrix};
 
 /// NCCL has no NODE level: host bridges of one NUMA node merge into one CPU node.
 fn nccl_view(k: PathClass) -> PathClass {

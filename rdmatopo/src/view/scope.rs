@@ -1,13 +1,13 @@
 //! What the doctor judges: the context (host or pod), the GPUs and RDMA devices this
 //! process owns, and the NIC each GPU would use.
 
-use crate::analysis::affinity::{PathClass, path_class};
-use crate::analysis::container::{ContainerView, Ownership};
-use crate::analysis::plan::{Exclusion, Plan, PlanOptions};
 use crate::model::{Gid, Gpu, PciFunction, Port, RdmaDevice, Topology};
 use crate::parse::{GidType, HcaFilter, LinkLayer, PciAddr, parse_nccl_ib_hca};
+use crate::view::affinity::{PathClass, path_class};
+use crate::view::container::{ContainerView, Ownership};
+use crate::view::plan::{Exclusion, Plan, PlanOptions};
 
-pub use crate::analysis::container::Context;
+pub use crate::view::container::Context;
 
 /// The GPU and NICs one rank would use.
 #[derive(Debug, Clone)]

@@ -2,9 +2,9 @@
 //! peer-to-peer redirect on the bridges between a GPU and its NIC.
 
 use super::{Scope, Sink, list, pci_dir};
-use crate::analysis::affinity::PathClass;
 use crate::model::{PciFunction, PciRole};
 use crate::parse::{AcsState, LinkSpeed, PciAddr};
+use crate::view::affinity::PathClass;
 
 /// The functions on the path between `a` and `b` below their lowest common ancestor
 /// (which the traffic does not pass through); the whole of both chains when they

@@ -12,7 +12,7 @@
 //! Rails are matched by their port name (`mlx5_3:1`): identical machines name their
 //! HCAs the same, and `NCCL_IB_HCA` must agree across nodes anyway.
 
-use super::rails::{NodeRails, Rail};
+use crate::view::rails::{NodeRails, Rail};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -390,8 +390,8 @@ fn list(names: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::plan::testkit::dgx_like;
     use crate::parse::PortState;
+    use crate::view::plan::testkit::dgx_like;
 
     fn node(name: &str, t: &crate::Topology) -> (String, NodeRails) {
         (name.to_string(), NodeRails::of(t).unwrap())
@@ -453,7 +453,7 @@ mod tests {
             for (i, d) in topo.rdma_devices.iter_mut().enumerate().take(8) {
                 let nd = format!("ib{i}");
                 d.ports[0].netdev = Some(nd.clone());
-                let mut dev = crate::analysis::plan::testkit::netdev(&nd, d.pci);
+                let mut dev = crate::view::plan::testkit::netdev(&nd, d.pci);
                 dev.ipv4 = vec![format!("10.{i}.0.{host}/24")];
                 topo.netdevs.push(dev);
             }
@@ -508,7 +508,7 @@ mod tests {
         let mut t = dgx_like();
         let d = &mut t.rdma_devices[0];
         d.ports[0].netdev = Some("ib0".into());
-        let mut dev = crate::analysis::plan::testkit::netdev("ib0", d.pci);
+        let mut dev = crate::view::plan::testkit::netdev("ib0", d.pci);
         dev.ipv4 = vec!["10.0.0.1/24".into()];
         t.netdevs.push(dev);
         let r = check(&[node("a", &t), node("b", &t)]);

@@ -11,7 +11,6 @@
 //! priority derived from a class assumes `trust dscp` with the default map (DSCP / 8),
 //! and says so.
 
-use super::doctor::Scope;
 use crate::model::{EcnPoint, NetdevQos, Port, RdmaDevice, Topology};
 use crate::parse::{TrafficClass, VfConfig};
 use serde::{Deserialize, Serialize};
@@ -448,79 +447,6 @@ pub(crate) fn merge_into_plan(
     notes.extend(q.notes);
 }
 
-/// The QoS view of every RDMA port, and the NCCL variables for the plan's ports.
-pub fn view(topo: &Topology) -> QosView {
-    let ports: Vec<PortView> = topo
-        .rdma_devices
-        .iter()
-        .flat_map(|d| d.ports.iter().map(move |p| port_view(topo, d, p)))
-        .collect();
-    let plan = super::plan::Plan::compute(topo, &super::plan::PlanOptions::default()).ok();
-    let selected: Vec<(&str, u32)> = match plan
-        .as_ref()
-        .and_then(|p| p.env.get("NCCL_IB_HCA"))
-        .and_then(|v| crate::parse::parse_nccl_ib_hca(v).ok())
-    {
-        Some(filter) => ports
-            .iter()
-            .filter(|p| filter.selects(&p.device, p.port))
-            .map(|p| (p.device.as_str(), p.port))
-            .collect(),
-        None => Vec::new(),
-    };
-    let mut nccl = nccl_env(topo, &selected);
-    let mut notes = Vec::new();
-    if ports.iter().any(PortView::is_roce) {
-        let roce_selected = selected.iter().any(|(d, n)| {
-            ports
-                .iter()
-                .any(|p| p.device == *d && p.port == *n && p.is_roce())
-        });
-        if roce_selected && !nccl.env.contains_key("NCCL_IB_TC") && nccl.notes.is_empty() {
-            nccl.notes.push(
-                "NCCL_IB_TC is not set: sysfs shows no RoCE QoS setting for the ports in NCCL_IB_HCA"
-                    .to_string(),
-            );
-        }
-        notes.push(format!("not in sysfs: {NOT_IN_SYSFS}"));
-        if ports.iter().any(|p| p.traffic_class.is_some()) {
-            notes.push("priorities derived from a traffic class assume trust dscp with the default DSCP map (DSCP / 8)".to_string());
-        }
-    }
-    let ib: Vec<(&str, u32)> = selected
-        .iter()
-        .filter(|(d, p)| {
-            ports
-                .iter()
-                .any(|v| v.device == *d && v.port == *p && v.link_layer == "InfiniBand")
-        })
-        .copied()
-        .collect();
-    if !ib.is_empty() {
-        nccl.notes.push(
-            "NCCL_IB_SL is not set: no sysfs fact gives the service level the subnet manager's QoS policy assigns to compute traffic (opensm `qos_policy_file`, UFM); NCCL uses SL 0 unless told".to_string(),
-        );
-    }
-    QosView {
-        schema: SCHEMA.to_string(),
-        ports,
-        nccl,
-        notes,
-    }
-}
-
-/// `rdmatopo diff` facts: one `qos <port>` line per RoCE port of the compute fabric.
-pub(crate) fn diff_facts(scope: &Scope) -> Vec<(String, String)> {
-    scope
-        .roce_ports()
-        .into_iter()
-        .map(|(dev, port)| {
-            let v = port_view(scope.topo, dev, port);
-            (format!("qos {}", v.label(dev.ports.len() > 1)), v.summary())
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,7 +455,7 @@ mod tests {
 
     /// One RoCE NIC per entry, each on its own root port, configured with that class.
     fn topo(classes: &[Option<u8>]) -> Topology {
-        use crate::analysis::plan::testkit::{Builder, NicSpec};
+        use crate::view::plan::testkit::{Builder, NicSpec};
         let mut b = Builder::new(&["0-7"]);
         b.host_bridge("pci0000:00", Some(0));
         for i in 0..classes.len() {

@@ -7,10 +7,11 @@
 //! Devices are matched by PCI address (GPUs) and by name (RDMA devices): a container
 //! sees the host's addresses and, in either RDMA netns mode, the host's device names.
 
-use super::doctor::{self, Outcome, Report, Scope, active_mtu, nccl_gid};
-use crate::discover::natural_cmp;
+use super::doctor::{self, Outcome, Report, active_mtu};
 use crate::model::{Severity, Topology};
+use crate::parse::natural_cmp;
 use crate::parse::{CpuSet, RdmaLimitValue};
+use crate::view::scope::{Context, Scope, nccl_gid};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,7 +24,7 @@ pub struct Side {
     /// The root it was read from.
     pub root: String,
     /// `host`, `pod`, `pod-host-network` or `container`.
-    pub context: doctor::Context,
+    pub context: Context,
 }
 
 /// One fact on both sides.
@@ -199,7 +200,7 @@ fn cpus_text(scope: &Scope, cpus: &CpuSet) -> String {
         .gpus
         .iter()
         .filter_map(|g| scope.function(g.pci))
-        .filter_map(|f| crate::analysis::affinity::local_cpus(scope.topo, f))
+        .filter_map(|f| crate::view::affinity::local_cpus(scope.topo, f))
         .fold(CpuSet::new(), |acc, l| acc.union(&l));
     let local_part = if scope.gpus.is_empty() || local.is_empty() {
         String::new()
@@ -422,7 +423,7 @@ fn facts(scope: &Scope) -> Vec<(String, String)> {
             uverbs.join(" ")
         },
     );
-    out.extend(super::qos::diff_facts(scope));
+    out.extend(qos_facts(scope));
     out
 }
 
@@ -462,6 +463,18 @@ fn check_diffs(a: &Report, b: &Report) -> Vec<CheckDiff> {
         });
     }
     out
+}
+
+/// `rdmatopo diff` facts: one `qos <port>` line per RoCE port of the compute fabric.
+fn qos_facts(scope: &Scope) -> Vec<(String, String)> {
+    scope
+        .roce_ports()
+        .into_iter()
+        .map(|(dev, port)| {
+            let v = crate::view::qos::port_view(scope.topo, dev, port);
+            (format!("qos {}", v.label(dev.ports.len() > 1)), v.summary())
+        })
+        .collect()
 }
 
 #[cfg(test)]

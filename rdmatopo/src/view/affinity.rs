@@ -6,14 +6,13 @@
 //! host bridge, PHB = through one host bridge, NODE = across host bridges within a NUMA
 //! node, SYS = across NUMA nodes. NVLink makes GPU pairs `NV<n>`.
 
-use super::AnalysisError;
+use super::ViewError;
 use crate::model::{NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
 use crate::parse::{CpuSet, PciAddr};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::fmt::Write as _;
 
 /// A cell of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -64,8 +63,8 @@ impl fmt::Display for PathClass {
 }
 
 impl std::str::FromStr for PathClass {
-    type Err = AnalysisError;
-    fn from_str(s: &str) -> Result<Self, AnalysisError> {
+    type Err = ViewError;
+    fn from_str(s: &str) -> Result<Self, ViewError> {
         Ok(match s.trim() {
             "X" => Self::X,
             "PIX" => Self::Pix,
@@ -76,9 +75,7 @@ impl std::str::FromStr for PathClass {
             other => match other.strip_prefix("NV").and_then(|n| n.parse().ok()) {
                 Some(n) => Self::Nv(n),
                 None => {
-                    return Err(AnalysisError::Invalid(format!(
-                        "not a path class: {other:?}"
-                    )));
+                    return Err(ViewError::Invalid(format!("not a path class: {other:?}")));
                 }
             },
         })
@@ -629,83 +626,11 @@ pub fn local_cpus(topo: &Topology, f: &PciFunction) -> Option<CpuSet> {
         .or_else(|| topo.numa_node(numa_of(topo, f)?).map(|n| n.cpus.clone()))
 }
 
-/// nvidia-smi's legend, verbatim.
-pub const LEGEND: &str = "Legend:
-
-  X    = Self
-  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
-  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
-  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
-  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
-  PIX  = Connection traversing at most a single PCIe bridge
-  NV#  = Connection traversing a bonded set of # NVLinks
-";
-
-impl TopoMatrix {
-    /// The table in `nvidia-smi topo -m`'s layout: tab-separated, ` X ` on the diagonal,
-    /// GPU rows ending in CPU affinity, NUMA affinity and GPU NUMA ID, the legend, and
-    /// the NIC legend when there are NICs. `underline` adds the header's terminal
-    /// underline, as nvidia-smi does on a terminal.
-    pub fn to_table(&self, underline: bool) -> String {
-        let mut out = String::new();
-        let names: Vec<&str> = self.devices.iter().map(|d| d.name.as_str()).collect();
-        let (on, off) = if underline {
-            ("\x1b[4m", "\x1b[0m")
-        } else {
-            ("", "")
-        };
-        out.push('\t');
-        out.push_str(on);
-        out.push_str(&names.join("\t"));
-        out.push_str("\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID");
-        out.push_str(off);
-        out.push('\n');
-        for (i, d) in self.devices.iter().enumerate() {
-            out.push_str(&d.name);
-            for j in 0..names.len() {
-                let cell = self.class(i, j).unwrap_or(PathClass::Sys);
-                out.push('\t');
-                if cell == PathClass::X {
-                    out.push_str(" X ")
-                } else {
-                    let _ = write!(out, "{cell}");
-                }
-            }
-            match d.kind.as_str() {
-                "gpu" => {
-                    let cpus = self.cpu_affinity.get(&d.name).map_or("", String::as_str);
-                    let numa = self
-                        .numa_affinity
-                        .get(&d.name)
-                        .map_or("N/A", String::as_str);
-                    out.push_str(&format!("\t{cpus}\t{numa}\t\tN/A\n"));
-                }
-                _ => out.push_str("\t\t\t\t\n"),
-            }
-        }
-        out.push('\n');
-        out.push_str(LEGEND);
-        let nics: Vec<&MatrixDevice> = self.devices.iter().filter(|d| d.kind == "nic").collect();
-        if !nics.is_empty() {
-            out.push_str("\nNIC Legend:\n\n");
-            for n in nics {
-                out.push_str(&format!(
-                    "  {}: {}\n",
-                    n.name,
-                    n.rdma.as_deref().unwrap_or("?")
-                ));
-            }
-            out.push('\n');
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::plan::testkit::dgx_like;
     use crate::model::{NvLink, NvmlGpu, NvmlSnapshot};
+    use crate::view::plan::testkit::dgx_like;
 
     /// The matrix as it was kept before it went dense: a map of maps filled cell by
     /// cell, serialized by serde's derive.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::analysis::plan::testkit::dgx_like;
+use crate::view::plan::testkit::dgx_like;
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -212,7 +212,7 @@ fn sriov_pools_per_switch_group_rails_under_one_switch() {
 #[test]
 fn sriov_without_vfs_on_any_rail_is_an_error_that_says_why() {
     let err = sriov_device_plugin(&fixture("h100-dgx"), &SriovDpOptions::default());
-    let Err(AnalysisError::Invalid(msg)) = err else {
+    let Err(ViewError::Invalid(msg)) = err else {
         panic!("{err:?}")
     };
     assert!(msg.contains("SR-IOV"), "{msg}");

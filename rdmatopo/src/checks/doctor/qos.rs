@@ -1,12 +1,12 @@
 //! Check: RoCE QoS. The RoCE rails should send on one traffic class, whose priority is
 //! lossless (PFC) where the fabric is built lossless and has ECN (DCQCN) enabled on
 //! both the notification and the reaction point; every rail, and a VF and its PF, the
-//! same. Judges what sysfs shows (see [`crate::analysis::qos`]); says what it cannot.
+//! same. Judges what sysfs shows (see [`crate::view::qos`]); says what it cannot.
 
 use super::{Scope, Sink, list};
-use crate::analysis::qos::{PortView, cm_tos_path, port_view, prios, tc_path};
 use crate::model::{Port, RdmaDevice};
 use crate::parse::LinkLayer;
+use crate::view::qos::{PortView, cm_tos_path, port_view, prios, tc_path};
 use std::collections::BTreeMap;
 
 const ECN_WHY: &str = "DCQCN slows a sender down when switches mark its packets (ECN) and the receiver returns CNPs; a priority where the notification point (roce_np) or the reaction point (roce_rp) is off never slows down, so congestion grows into PFC pauses (head-of-line blocking, pause storms) or drops, and one such rail stalls every collective striped over it";

@@ -337,7 +337,7 @@ impl Builder {
             })
             .collect();
         t.rdma_devices
-            .sort_by(|a, b| crate::discover::natural_cmp(&a.name, &b.name));
+            .sort_by(|a, b| crate::parse::natural_cmp(&a.name, &b.name));
         t.netdevs.sort_by(|a, b| a.name.cmp(&b.name));
         t
     }

@@ -1,0 +1,9 @@
+//! Checks: judgements of a view, pure functions (no I/O, no environment, no clock).
+//! [`doctor`] judges the devices a [`crate::view::Scope`] holds; [`sources_check`]
+//! cross-checks NVML and verbs facts against sysfs (discovery is handed it by its
+//! caller); [`diff`] compares two nodes; [`cluster`] compares a fleet's rails.
+
+pub mod cluster;
+pub mod diff;
+pub mod doctor;
+pub mod sources_check;

@@ -1,0 +1,29 @@
+//! The view: the facts every answer builds on, as pure functions of a
+//! [`crate::Topology`] (no I/O, no environment, no clock): path classes and the
+//! nvidia-smi matrix ([`affinity`]), which devices this process owns ([`container`]),
+//! the devices being judged ([`scope`]), GID choice ([`gid`]), RoCE QoS facts ([`qos`]),
+//! the per-rank NCCL plan ([`plan`]), the node's rails ([`rails`]), and the facade the
+//! CLI, Python and C call ([`devices`]).
+
+pub mod affinity;
+pub mod container;
+pub mod gid;
+pub mod plan;
+pub mod qos;
+pub mod rails;
+pub mod scope;
+
+pub use affinity::{MatrixDevice, PathClass, TopoMatrix, path_class};
+pub use scope::{Context, GpuNics, Scope};
+
+/// A question about the model that it cannot answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ViewError {
+    #[error(
+        "no device {0:?} in this topology (use a PCI address, GPU<n>, NIC<n> or an RDMA device name)"
+    )]
+    UnknownDevice(String),
+    #[error("{0}")]
+    Invalid(String),
+}
