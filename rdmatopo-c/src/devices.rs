@@ -4,8 +4,8 @@
 use crate::args::{arg_bus_id, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::parse::{LinkLayer, PciAddr, PortState};
-use rdmatopo::view::affinity::numa_of;
+use rdmatopo::parse::{LinkLayer, PortState};
+use rdmatopo::view::Devices;
 use std::ffi::{CStr, c_char};
 use std::ptr;
 
@@ -113,30 +113,9 @@ fn port_state(s: Option<PortState>) -> rdmatopo_port_state {
 }
 
 impl rdmatopo_topology {
-    /// Index of the GPU at `addr`.
-    pub(crate) fn gpu_index(&self, addr: PciAddr) -> Result<usize, FfiError> {
-        self.topo
-            .gpus
-            .iter()
-            .position(|g| g.pci == addr)
-            .ok_or_else(|| FfiError::not_found(format!("no GPU at {addr}")))
-    }
-
-    /// Index of the RDMA device called `key`, or at PCI address `key`.
-    pub(crate) fn nic_index(&self, key: &str) -> Result<usize, FfiError> {
-        let by_name = self.topo.rdma_devices.iter().position(|d| d.name == key);
-        let by_pci = || {
-            let addr: PciAddr = key.parse().ok()?;
-            self.topo
-                .rdma_devices
-                .iter()
-                .position(|d| d.pci == Some(addr))
-        };
-        by_name.or_else(by_pci).ok_or_else(|| {
-            FfiError::not_found(format!(
-                "no RDMA device named {key:?} or at that PCI address"
-            ))
-        })
+    /// The facade over this handle's topology.
+    pub(crate) fn devices(&self) -> Devices<'_> {
+        Devices::of(&self.topo)
     }
 
     fn gpu_info(&self, index: usize) -> Result<rdmatopo_gpu_info, FfiError> {
@@ -146,11 +125,7 @@ impl rdmatopo_topology {
             .get(index)
             .zip(self.gpus.get(index))
             .ok_or_else(|| index_error("GPU", index, self.gpus.len()))?;
-        let numa_node = g.numa_node.or_else(|| {
-            self.topo
-                .pci_function(g.pci)
-                .and_then(|f| numa_of(&self.topo, f))
-        });
+        let numa_node = self.devices().gpu_numa(g);
         Ok(rdmatopo_gpu_info {
             index,
             pci_address: s.pci.as_ptr(),
@@ -172,7 +147,7 @@ impl rdmatopo_topology {
         Ok(rdmatopo_nic_info {
             name: s.name.as_ptr(),
             pci_address: opt_ptr(s.pci.as_ref()),
-            numa_node: numa(f.and_then(|f| numa_of(&self.topo, f))),
+            numa_node: numa(self.devices().nic_numa(d)),
             is_virtual_function: f.is_some_and(|f| f.is_vf),
             port_count: d.ports.len(),
         })
@@ -324,7 +299,7 @@ pub unsafe extern "C" fn rdmatopo_topology_find_gpu(
         // SAFETY: the caller's promise.
         let addr = unsafe { arg_bus_id(bus_id, "bus_id") }?;
         let out = arg_out(out, "out")?;
-        let index = topo.gpu_index(addr)?;
+        let index = topo.devices().gpu_position(addr)?;
         // SAFETY: checked non-NULL.
         unsafe { out.write(index) };
         Ok(())
@@ -349,7 +324,7 @@ pub unsafe extern "C" fn rdmatopo_topology_find_nic(
         // SAFETY: the caller's promise.
         let key = unsafe { arg_str(name_or_bus_id, "name_or_bus_id") }?;
         let out = arg_out(out, "out")?;
-        let index = topo.nic_index(key)?;
+        let index = topo.devices().nic_position(key)?;
         // SAFETY: checked non-NULL.
         unsafe { out.write(index) };
         Ok(())

@@ -95,6 +95,12 @@ impl FfiError {
     }
 }
 
+impl From<ViewError> for FfiError {
+    fn from(e: ViewError) -> Self {
+        rdmatopo::Error::from(e).into()
+    }
+}
+
 impl From<rdmatopo::Error> for FfiError {
     fn from(e: rdmatopo::Error) -> Self {
         let status = match &e {

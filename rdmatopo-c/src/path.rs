@@ -3,8 +3,7 @@
 use crate::args::{arg_bus_id, arg_out, arg_out_opt, arg_ref};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::parse::PciAddr;
-use rdmatopo::view::{PathClass, TopoMatrix, path_class};
+use rdmatopo::view::PathClass;
 use std::ffi::c_char;
 
 /// nvidia-smi `topo -m` classes, nearest first: a smaller value is a closer path.
@@ -62,55 +61,6 @@ impl From<PathClass> for rdmatopo_path {
     }
 }
 
-impl rdmatopo_topology {
-    /// The class between two PCI functions, as `rdmatopo topo` prints it: NVLink for
-    /// GPU pairs that have it, else the PCIe path.
-    pub(crate) fn class_between(&self, a: PciAddr, b: PciAddr) -> Result<PathClass, FfiError> {
-        let topo = &self.topo;
-        let function = |addr: PciAddr| {
-            topo.pci_function(addr)
-                .ok_or_else(|| FfiError::not_found(format!("no PCI function at {addr}")))
-        };
-        let (fa, fb) = (function(a)?, function(b)?);
-        let is_gpu = |addr: PciAddr| topo.gpus.iter().any(|g| g.pci == addr);
-        if a != b && is_gpu(a) && is_gpu(b) {
-            let matrix = TopoMatrix::build(topo, &[a, b], &[]);
-            if let Some(class) = matrix.get("GPU0", "GPU1") {
-                return Ok(class);
-            }
-        }
-        Ok(path_class(topo, fa, fb))
-    }
-
-    /// Indices of the PCI-backed RDMA devices with the closest class to the GPU at
-    /// `gpu`, in NIC order, and that class.
-    pub(crate) fn nearest_nics(&self, gpu: PciAddr) -> Result<(Vec<usize>, PathClass), FfiError> {
-        self.gpu_index(gpu)?;
-        let mut best: Option<PathClass> = None;
-        let mut nearest = Vec::new();
-        for (i, d) in self.topo.rdma_devices.iter().enumerate() {
-            let Some(nic) = d.pci else { continue };
-            let Ok(class) = self.class_between(gpu, nic) else {
-                continue;
-            };
-            match best {
-                Some(b) if class.rank() > b.rank() => {}
-                Some(b) if class.rank() == b.rank() => nearest.push(i),
-                _ => {
-                    best = Some(class);
-                    nearest = vec![i];
-                }
-            }
-        }
-        match best {
-            Some(class) => Ok((nearest, class)),
-            None => Err(FfiError::not_found(
-                "no RDMA device with a PCI function in this topology",
-            )),
-        }
-    }
-}
-
 /// The path class between the devices at `bus_id_a` and `bus_id_b` (any PCI
 /// functions; sysfs `0000:3b:00.0` or NVML `00000000:3B:00.0` form), as
 /// `nvidia-smi topo -m` would print it, into `*out`.
@@ -134,7 +84,7 @@ pub unsafe extern "C" fn rdmatopo_path_type(
         // SAFETY: the caller's promise.
         let b = unsafe { arg_bus_id(bus_id_b, "bus_id_b") }?;
         let out = arg_out(out, "out")?;
-        let class = topo.class_between(a, b)?;
+        let class = topo.devices().class_between(a, b)?;
         // SAFETY: checked non-NULL.
         unsafe { out.write(class.into()) };
         Ok(())
@@ -174,7 +124,7 @@ pub unsafe extern "C" fn rdmatopo_nearest_nics(
         }
         let count = arg_out(count, "count")?;
         let path = arg_out_opt(path);
-        let (nearest, class) = topo.nearest_nics(gpu)?;
+        let (nearest, class) = topo.devices().nearest_nics(gpu)?;
         if nearest.len() > capacity {
             // SAFETY: checked non-NULL.
             unsafe { count.write(nearest.len()) };

@@ -5,7 +5,8 @@ use crate::args::{OutBuf, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
 use rdmatopo::model::LOCAL_RANK_VARS;
-use rdmatopo::view::plan::{Plan, PlanOptions, RankPlan};
+use rdmatopo::view::plan::{Plan, RankPlan};
+use rdmatopo::view::{RankChoice, RankOutcome, RankRequest, WhenUnnamed};
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
 use std::ptr;
@@ -109,30 +110,23 @@ impl rdmatopo_rank_plan {
         env: BTreeMap<String, String>,
     ) -> Result<Self, FfiError> {
         let captured = env.is_empty();
-        let rank_in_env = {
-            let used = if captured {
-                &topo.topology().process.env
-            } else {
-                &env
-            };
-            LOCAL_RANK_VARS.iter().any(|v| used.contains_key(*v))
+        let request = RankRequest {
+            local_rank,
+            local_world_size,
+            env,
         };
-        let plan = Plan::compute(
-            topo.topology(),
-            &PlanOptions {
-                local_rank,
-                local_world_size,
-                env,
-            },
-        )
-        .map_err(rdmatopo::Error::from)?;
-        let rank = match local_rank {
-            Some(r) => plan.rank(r),
-            // The plan kept only the rank the environment names.
-            None if rank_in_env => plan.ranks.first(),
-            // Without a rank, a node with one rank is still unambiguous.
-            None if plan.ranks.len() == 1 => plan.ranks.first(),
-            None => {
+        let RankOutcome { plan, choice } = topo
+            .devices()
+            .rank_plan(request, WhenUnnamed::PlanTheNode)?;
+        let rank = match choice {
+            RankChoice::Planned(rank) => rank,
+            RankChoice::NoGpu => {
+                return Err(FfiError::not_found(format!(
+                    "the plan has no GPU for this local rank ({})",
+                    plan.notes.join("; ")
+                )));
+            }
+            RankChoice::Unnamed => {
                 return Err(FfiError::invalid(format!(
                     "no local rank given and none of {} is set in the {}",
                     LOCAL_RANK_VARS.join(", "),
@@ -144,12 +138,6 @@ impl rdmatopo_rank_plan {
                 )));
             }
         };
-        let rank = rank.cloned().ok_or_else(|| {
-            FfiError::not_found(format!(
-                "the plan has no GPU for this local rank ({})",
-                plan.notes.join("; ")
-            ))
-        })?;
         let strings = PlanStrings {
             gpu: c_string(&rank.gpu.to_string())?,
             nccl_ib_hca: plan

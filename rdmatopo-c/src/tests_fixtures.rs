@@ -29,7 +29,7 @@ fn path_classes_match_the_topo_matrix() {
         let m = TopoMatrix::for_topology(h.topology());
         for a in m.devices() {
             for b in m.devices() {
-                let got = h.class_between(a.pci, b.pci).unwrap();
+                let got = h.devices().class_between(a.pci, b.pci).unwrap();
                 assert_eq!(
                     Some(got),
                     m.get(&a.name, &b.name),
@@ -50,9 +50,10 @@ fn nearest_nics_are_the_closest_in_the_matrix_row() {
         let m = TopoMatrix::for_topology(h.topology());
         let nics: Vec<_> = m.devices().iter().filter(|d| d.kind == "nic").collect();
         for gpu in m.devices().iter().filter(|d| d.kind == "gpu") {
-            let result = h.nearest_nics(gpu.pci);
+            let result = h.devices().nearest_nics(gpu.pci);
             if nics.is_empty() {
-                assert_eq!(result.unwrap_err().status, rdmatopo_status::NotFound);
+                let err = crate::error::FfiError::from(result.unwrap_err());
+                assert_eq!(err.status, rdmatopo_status::NotFound);
                 continue;
             }
             let (got, class) = result.unwrap();

@@ -5,7 +5,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyTuple};
 use rdmatopo::model;
-use rdmatopo::parse::{CpuSet, parse_cpulist};
+use rdmatopo::parse::{CpuSet, PciAddr, parse_cpulist};
+use rdmatopo::view::Devices;
 
 use crate::errors::Error;
 
@@ -52,52 +53,69 @@ pub(crate) fn py_opt(v: Option<&str>) -> String {
 /// An NVIDIA GPU (a PCI function of VGA or 3D class), plus NVML facts when known.
 #[pyclass(frozen, eq, from_py_object, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct Gpu(pub(crate) model::Gpu);
+pub struct Gpu {
+    gpu: model::Gpu,
+    /// [`Devices::gpu_numa`]: the function's node, else its host bridge's.
+    numa_node: Option<u32>,
+}
+
+impl Gpu {
+    pub(crate) fn new(gpu: &model::Gpu, devices: &Devices<'_>) -> Self {
+        Self {
+            gpu: gpu.clone(),
+            numa_node: devices.gpu_numa(gpu),
+        }
+    }
+
+    pub(crate) fn pci_addr(&self) -> PciAddr {
+        self.gpu.pci
+    }
+}
 
 #[pymethods]
 impl Gpu {
     /// Position in PCI bus order (CUDA's `CUDA_DEVICE_ORDER=PCI_BUS_ID` order).
     #[getter]
     fn index(&self) -> u32 {
-        self.0.index
+        self.gpu.index
     }
     /// PCI address in sysfs form (`0000:18:00.0`).
     #[getter]
     fn pci(&self) -> String {
-        self.0.pci.to_string()
+        self.gpu.pci.to_string()
     }
     /// NVML's product name, else the pci.ids name.
     #[getter]
     fn name(&self) -> Option<&str> {
-        self.0.name.as_deref()
+        self.gpu.name.as_deref()
     }
     /// NVML UUID (`GPU-…`).
     #[getter]
     fn uuid(&self) -> Option<&str> {
-        self.0.uuid.as_deref()
+        self.gpu.uuid.as_deref()
     }
     /// `numa_node` of the function (or of its host bridge).
     #[getter]
     fn numa_node(&self) -> Option<u32> {
-        self.0.numa_node
+        self.numa_node
     }
     /// `local_cpulist` of the function.
     #[getter]
     fn local_cpus<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyFrozenSet>>> {
-        opt_cpu_set(py, self.0.local_cpus.as_ref())
+        opt_cpu_set(py, self.gpu.local_cpus.as_ref())
     }
     /// `/dev/nvidia<minor>` number.
     #[getter]
     fn minor(&self) -> Option<u32> {
-        self.0.minor
+        self.gpu.minor
     }
     fn __repr__(&self) -> String {
         format!(
             "Gpu(index={}, pci={}, name={}, numa_node={})",
-            self.0.index,
-            py_str(&self.0.pci.to_string()),
-            py_opt(self.0.name.as_deref()),
-            self.0.numa_node.map_or("None".into(), |n| n.to_string()),
+            self.gpu.index,
+            py_str(&self.gpu.pci.to_string()),
+            py_opt(self.gpu.name.as_deref()),
+            self.numa_node.map_or("None".into(), |n| n.to_string()),
         )
     }
 }

@@ -6,10 +6,9 @@ use crate::model::{Gpu, cpu_set, py_opt, py_str};
 use crate::topology::Topology;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyTuple};
-use rdmatopo::model::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS};
 use rdmatopo::parse::CpuSet;
-use rdmatopo::view::ViewError;
-use rdmatopo::view::plan::{Plan, PlanOptions};
+use rdmatopo::view::plan::Plan;
+use rdmatopo::view::{RankChoice, RankOutcome, RankRequest, ViewError, WhenUnnamed};
 use std::collections::BTreeMap;
 
 /// A rank number from Python: a non-negative `int`.
@@ -23,16 +22,16 @@ fn rank_arg(name: &str, value: Option<i64>) -> Result<Option<u32>, Error> {
         .transpose()
 }
 
-/// What the binding passes to [`Plan::compute`]: explicit arguments win, then the
-/// launcher's variables in `env` (the core reads them); a process started without any
-/// launcher is local rank 0 of 1.
-fn plan_options(
+/// The caller's rank arguments, checked: explicit arguments win over the launcher's
+/// variables; which rank applies when none is given is the facade's decision
+/// ([`Devices::rank_plan`](rdmatopo::view::Devices::rank_plan)).
+fn rank_request(
     local_rank: Option<i64>,
     local_world_size: Option<i64>,
     env: BTreeMap<String, String>,
-) -> Result<PlanOptions, Error> {
-    let mut local_rank = rank_arg("local_rank", local_rank)?;
-    let mut local_world_size = rank_arg("local_world_size", local_world_size)?;
+) -> Result<RankRequest, Error> {
+    let local_rank = rank_arg("local_rank", local_rank)?;
+    let local_world_size = rank_arg("local_world_size", local_world_size)?;
     if local_world_size == Some(0) {
         return Err(Error::argument(
             "local_world_size=0: there must be at least one rank",
@@ -45,14 +44,7 @@ fn plan_options(
             "local_rank={r} is not below local_world_size={n}"
         )));
     }
-    let launched = LOCAL_RANK_VARS.iter().any(|v| env.contains_key(*v));
-    if local_rank.is_none() && !launched {
-        local_rank = Some(0);
-        if local_world_size.is_none() && !LOCAL_SIZE_VARS.iter().any(|v| env.contains_key(*v)) {
-            local_world_size = Some(1);
-        }
-    }
-    Ok(PlanOptions {
+    Ok(RankRequest {
         local_rank,
         local_world_size,
         env,
@@ -71,13 +63,12 @@ pub(crate) fn plan(
         .getattr("environ")?
         .call_method0("copy")?
         .extract()?;
-    let opts = plan_options(local_rank, local_world_size, env)?;
-    let topo = &topology.topo;
-    let plan = Plan::compute(topo, &opts).map_err(Error::from)?;
-    let rank = opts
-        .local_rank
-        .or_else(|| plan.ranks.first().map(|r| r.local_rank));
-    let Some(rank_plan) = rank.and_then(|r| plan.rank(r)).cloned() else {
+    let request = rank_request(local_rank, local_world_size, env)?;
+    let devices = topology.devices();
+    let RankOutcome { plan, choice } = devices
+        .rank_plan(request, WhenUnnamed::LoneProcess)
+        .map_err(Error::from)?;
+    let RankChoice::Planned(rank_plan) = choice else {
         let why = match plan.notes.as_slice() {
             [] => "no GPU is visible".to_string(),
             notes => notes.join("; "),
@@ -86,12 +77,12 @@ pub(crate) fn plan(
             Error::from(ViewError::Invalid(format!("no plan for this rank: {why}"))).into(),
         );
     };
-    let gpu = topo
+    let gpu = topology
+        .topo
         .gpus
         .iter()
         .find(|g| g.pci == rank_plan.gpu)
-        .cloned()
-        .map(Gpu)
+        .map(|g| Gpu::new(g, &devices))
         .ok_or_else(|| Error::from(ViewError::UnknownDevice(rank_plan.gpu.to_string())))?;
     Ok(RankPlan {
         rank: rank_plan,

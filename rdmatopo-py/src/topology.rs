@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use rdmatopo::parse::PciAddr;
 use rdmatopo::view::container::ContainerView;
-use rdmatopo::view::{MatrixDevice, TopoMatrix, ViewError, path_class};
+use rdmatopo::view::{Devices, MatrixDevice, TopoMatrix, ViewError};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -47,48 +47,19 @@ impl Topology {
             .get_or_init(|| TopoMatrix::for_topology(&self.topo))
     }
 
-    /// The PCI address a device argument names.
-    fn resolve(&self, device: &DeviceRef) -> std::result::Result<PciAddr, ViewError> {
-        let unknown = |what: String| ViewError::UnknownDevice(what);
-        match device {
-            DeviceRef::Index(i) => self
-                .topo
-                .gpus
-                .iter()
-                .find(|g| i64::from(g.index) == *i)
-                .map(|g| g.pci)
-                .ok_or_else(|| unknown(format!("GPU index {i}"))),
-            DeviceRef::Gpu(g) => Ok(g.0.pci),
-            DeviceRef::Nic(n) => {
-                n.0.pci
-                    .ok_or_else(|| ViewError::Invalid(format!("{} has no PCI function", n.0.name)))
-            }
-            DeviceRef::Name(name) => self.resolve_name(name),
-        }
+    /// The facade over this topology, with the matrix this object caches.
+    pub(crate) fn devices(&self) -> Devices<'_> {
+        Devices::with_matrix(&self.topo, self.topo_matrix())
     }
 
-    fn resolve_name(&self, name: &str) -> std::result::Result<PciAddr, ViewError> {
-        let matrix = self.topo_matrix();
-        if let Some(d) = matrix
-            .devices()
-            .iter()
-            .find(|d| d.name.eq_ignore_ascii_case(name))
-        {
-            return Ok(d.pci);
-        }
-        if let Some(d) = self.topo.rdma_device(name) {
-            return d.pci.ok_or_else(|| {
-                ViewError::Invalid(format!("{name} has no PCI function (software RDMA device)"))
-            });
-        }
-        if let Some(n) = self.topo.netdev(name) {
-            return n
-                .pci
-                .ok_or_else(|| ViewError::Invalid(format!("netdev {name} has no PCI function")));
-        }
-        match name.parse::<PciAddr>() {
-            Ok(a) if self.topo.pci_function(a).is_some() => Ok(a),
-            _ => Err(ViewError::UnknownDevice(name.to_string())),
+    /// The PCI address a device argument names.
+    fn resolve(&self, device: &DeviceRef) -> std::result::Result<PciAddr, ViewError> {
+        let devices = self.devices();
+        match device {
+            DeviceRef::Index(i) => devices.gpu_by_index(*i).map(|g| g.pci),
+            DeviceRef::Gpu(g) => Ok(g.pci_addr()),
+            DeviceRef::Nic(n) => devices.nic_pci(&n.0),
+            DeviceRef::Name(name) => devices.pci_of(name),
         }
     }
 }
@@ -113,7 +84,8 @@ impl Topology {
     /// GPUs in PCI bus order.
     #[getter]
     fn gpus<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.topo.gpus.iter().cloned().map(Gpu))
+        let devices = self.devices();
+        PyTuple::new(py, self.topo.gpus.iter().map(|g| Gpu::new(g, &devices)))
     }
     /// RDMA devices (HCAs, their VFs, bonds, software devices), in natural name order.
     #[getter]
@@ -139,24 +111,8 @@ impl Topology {
             self.resolve(&a).map_err(Error::from)?,
             self.resolve(&b).map_err(Error::from)?,
         );
-        let matrix = self.topo_matrix();
-        let name_of = |addr: PciAddr| {
-            matrix
-                .devices()
-                .iter()
-                .find(|d| d.pci == addr)
-                .map(|d| d.name.as_str())
-        };
-        // Matrix cells include NVLink; other PCI functions get the PCIe class.
-        if let (Some(na), Some(nb)) = (name_of(pa), name_of(pb))
-            && let Some(class) = matrix.get(na, nb)
-        {
-            return Ok(class.to_string());
-        }
-        match (self.topo.pci_function(pa), self.topo.pci_function(pb)) {
-            (Some(fa), Some(fb)) => Ok(path_class(&self.topo, fa, fb).to_string()),
-            _ => Err(Error::from(ViewError::UnknownDevice(format!("{pa} or {pb}"))).into()),
-        }
+        let class = self.devices().class_between(pa, pb).map_err(Error::from)?;
+        Ok(class.to_string())
     }
 
     /// The plan of one local rank: its GPU, the HCA ports NCCL will prefer, the RoCE
@@ -168,7 +124,7 @@ impl Topology {
     /// Slurm's, MPICH's); a process started without a launcher is rank 0 of 1.
     /// `CUDA_VISIBLE_DEVICES` in `os.environ` narrows the GPUs.
     ///
-    /// Raises `ArgumentError` for a negative or out-of-range rank and `ViewError`
+    /// Raises `ArgumentError` for a negative or out-of-range rank and `AnalysisError`
     /// when the environment contradicts the topology or the rank has no GPU.
     #[pyo3(signature = (local_rank = None, local_world_size = None))]
     fn plan(

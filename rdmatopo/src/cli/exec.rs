@@ -9,7 +9,7 @@ use super::{Output, RootArgs};
 use clap::Args;
 use rdmatopo::model::LOCAL_RANK_VARS;
 use rdmatopo::parse::CpuSet;
-use rdmatopo::view::plan::{Plan, PlanOptions, RankPlan};
+use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, WhenUnnamed};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -51,7 +51,7 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     match plan(args, live) {
-        Ok(plan) => apply(args, live, &plan, &mut cmd),
+        Ok(outcome) => apply(args, live, &outcome, &mut cmd),
         Err(why) => say(&format!(
             "no plan ({why}); running {} unchanged",
             args.command[0]
@@ -72,7 +72,7 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
     })
 }
 
-fn plan(args: &ExecArgs, live: bool) -> Result<Plan, String> {
+fn plan(args: &ExecArgs, live: bool) -> Result<RankOutcome, String> {
     let (_, topo) = args.root.discover()?;
     // Live, the plan reads this process's own environment; a captured root brings its
     // own (as `nccl-env` reads it).
@@ -81,18 +81,20 @@ fn plan(args: &ExecArgs, live: bool) -> Result<Plan, String> {
     } else {
         BTreeMap::new()
     };
-    Plan::compute(
-        &topo,
-        &PlanOptions {
-            local_rank: args.local_rank,
-            local_world_size: None,
-            env,
-        },
-    )
-    .map_err(|e| e.to_string())
+    Devices::of(&topo)
+        .rank_plan(
+            RankRequest {
+                local_rank: args.local_rank,
+                local_world_size: None,
+                env,
+            },
+            WhenUnnamed::PlanTheNode,
+        )
+        .map_err(|e| e.to_string())
 }
 
-fn apply(args: &ExecArgs, live: bool, plan: &Plan, cmd: &mut Command) {
+fn apply(args: &ExecArgs, live: bool, outcome: &RankOutcome, cmd: &mut Command) {
+    let plan = &outcome.plan;
     for (k, v) in &plan.env {
         match std::env::var(k) {
             Ok(cur) if !args.override_env => {
@@ -116,8 +118,8 @@ fn apply(args: &ExecArgs, live: bool, plan: &Plan, cmd: &mut Command) {
             }
         }
     }
-    let [rank]: &[RankPlan] = plan.ranks.as_slice() else {
-        if plan.ranks.len() > 1 {
+    let RankChoice::Planned(rank) = &outcome.choice else {
+        if outcome.choice == RankChoice::Unnamed && plan.ranks.len() > 1 {
             say(&format!(
                 "no local rank given ({} unset and no --local-rank): only the node-wide variables are set, no CPU binding",
                 LOCAL_RANK_VARS.join(", ")

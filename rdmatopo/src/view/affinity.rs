@@ -120,6 +120,29 @@ pub fn numa_of(topo: &Topology, f: &PciFunction) -> Option<u32> {
     })
 }
 
+/// The devices of `pool` with a PCI function nearest `from` by PCIe class, all that
+/// tie (in pool order), and their class; `None` when no device of the pool has one.
+pub fn nearest_devices<'t>(
+    topo: &'t Topology,
+    from: &PciFunction,
+    pool: impl IntoIterator<Item = &'t RdmaDevice>,
+) -> Option<(Vec<&'t RdmaDevice>, PathClass)> {
+    let classed: Vec<(&RdmaDevice, PathClass)> = pool
+        .into_iter()
+        .filter_map(|d| Some((d, path_class(topo, from, topo.pci_function(d.pci?)?))))
+        .collect();
+    let best = classed
+        .iter()
+        .map(|(_, c)| *c)
+        .min_by_key(PathClass::rank)?;
+    let nearest = classed
+        .iter()
+        .filter(|(_, c)| c.rank() == best.rank())
+        .map(|(d, _)| *d)
+        .collect();
+    Some((nearest, best))
+}
+
 /// The PCIe path class between two functions (no NVLink).
 pub fn path_class(topo: &Topology, a: &PciFunction, b: &PciFunction) -> PathClass {
     if a.address == b.address {

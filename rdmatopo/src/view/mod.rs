@@ -7,6 +7,7 @@
 
 pub mod affinity;
 pub mod container;
+pub mod devices;
 pub mod gid;
 pub mod plan;
 pub mod qos;
@@ -14,7 +15,8 @@ pub mod rails;
 pub mod scope;
 
 pub use affinity::{MatrixDevice, PathClass, TopoMatrix, path_class};
-pub use scope::{Context, GpuNics, Scope};
+pub use devices::{Devices, RankChoice, RankOutcome, RankRequest, WhenUnnamed};
+pub use scope::{Context, GpuNics, Judging, Scope};
 
 /// A question about the model that it cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -2,8 +2,8 @@
 //! process owns, and the NIC each GPU would use.
 
 use crate::model::{Gid, Gpu, PciFunction, Port, RdmaDevice, Topology};
-use crate::parse::{GidType, HcaFilter, LinkLayer, PciAddr, parse_nccl_ib_hca};
-use crate::view::affinity::{PathClass, path_class};
+use crate::parse::{CpuSet, GidType, HcaFilter, LinkLayer, PciAddr, parse_nccl_ib_hca};
+use crate::view::affinity::{PathClass, nearest_devices};
 use crate::view::container::{ContainerView, Ownership};
 use crate::view::plan::{Exclusion, Plan, PlanOptions};
 
@@ -18,32 +18,28 @@ pub struct GpuNics<'a> {
     pub class: PathClass,
 }
 
-/// The slice of the topology the doctor judges.
-#[derive(Debug)]
-pub struct Scope<'a> {
-    pub topo: &'a Topology,
+/// What is being judged, wherever it is known from: this process's container
+/// evidence ([`Judging::this_process`]) or elsewhere, e.g. the kubelet's allocation of
+/// a pod (build the struct: exactly these GPUs, RDMA devices and CPUs).
+#[derive(Debug, Clone)]
+pub struct Judging<'a> {
+    /// Host or container, and which kind.
     pub context: Context,
-    /// This process sees the host's netdevs (a host, or a host-network container).
+    /// The judged side sees the host's netdevs (a host, or a host-network container).
     pub host_network: bool,
-    /// GPUs this container owns, and those whose owner is unknown.
     pub gpus: Vec<&'a Gpu>,
-    /// RDMA devices this container owns, and those whose owner is unknown.
     pub hcas: Vec<&'a RdmaDevice>,
-    /// Every RDMA device judged is known to be this container's.
+    /// Every RDMA device in `hcas` is known to belong to the judged side.
     pub hca_ownership_known: bool,
-    /// Per owned GPU, the NIC(s) it would use.
-    pub gpu_nics: Vec<GpuNics<'a>>,
-    /// `NCCL_IB_HCA` as `rdmatopo nccl-env` recommends it, when the plan could be made.
-    pub recommended_ib_hca: Option<String>,
-    /// This process's `NCCL_IB_HCA`, parsed.
-    pub user_filter: Option<HcaFilter>,
-    plan_filter: Option<HcaFilter>,
-    /// Ports `rdmatopo nccl-env` leaves out of `NCCL_IB_HCA`, with its reasons.
-    plan_excluded: Vec<Exclusion>,
+    /// The CPUs the judged side may run on, when known.
+    pub cpus: Option<CpuSet>,
 }
 
-impl<'a> Scope<'a> {
-    pub fn of(topo: &'a Topology) -> Self {
+impl<'a> Judging<'a> {
+    /// This process's devices: those its container owns and those whose owner is
+    /// unknown (on a host, all but the VFs of its own PFs, which are there to be handed
+    /// to pods and VMs), and the CPUs it may use.
+    pub fn this_process(topo: &'a Topology) -> Self {
         let view = ContainerView::of(topo);
         let gpus: Vec<&Gpu> = topo
             .gpus
@@ -74,17 +70,71 @@ impl<'a> Scope<'a> {
         let hca_ownership_known = hcas
             .iter()
             .all(|d| view.rdma_device(&d.name) == Ownership::Owned);
+        Self {
+            context: view.context,
+            host_network: view.host_network,
+            gpus,
+            hcas,
+            hca_ownership_known,
+            cpus: topo.process.usable_cpus(),
+        }
+    }
+}
+
+/// The slice of the topology the doctor judges.
+#[derive(Debug)]
+pub struct Scope<'a> {
+    pub topo: &'a Topology,
+    pub context: Context,
+    /// The judged side sees the host's netdevs (a host, or a host-network container).
+    pub host_network: bool,
+    /// GPUs judged (in a container: those it owns, and those whose owner is unknown).
+    pub gpus: Vec<&'a Gpu>,
+    /// RDMA devices judged (likewise).
+    pub hcas: Vec<&'a RdmaDevice>,
+    /// Every RDMA device judged is known to be the judged side's.
+    pub hca_ownership_known: bool,
+    /// The CPUs the judged side may use, when known.
+    pub cpus: Option<CpuSet>,
+    /// Per judged GPU, the NIC(s) it would use.
+    pub gpu_nics: Vec<GpuNics<'a>>,
+    /// `NCCL_IB_HCA` as `rdmatopo nccl-env` recommends it, when the plan could be made.
+    pub recommended_ib_hca: Option<String>,
+    /// This process's `NCCL_IB_HCA`, parsed.
+    pub user_filter: Option<HcaFilter>,
+    plan_filter: Option<HcaFilter>,
+    /// Ports `rdmatopo nccl-env` leaves out of `NCCL_IB_HCA`, with its reasons.
+    plan_excluded: Vec<Exclusion>,
+}
+
+impl<'a> Scope<'a> {
+    /// What this process owns ([`Judging::this_process`]).
+    pub fn of(topo: &'a Topology) -> Self {
+        Self::judging(topo, Judging::this_process(topo))
+    }
+
+    /// Exactly the devices and CPUs of `judged`.
+    pub fn judging(topo: &'a Topology, judged: Judging<'a>) -> Self {
+        let Judging {
+            context,
+            host_network,
+            gpus,
+            hcas,
+            hca_ownership_known,
+            cpus,
+        } = judged;
         let plan = Plan::compute(topo, &PlanOptions::default()).ok();
         let recommended = plan
             .as_ref()
             .and_then(|p| p.env.get("NCCL_IB_HCA").cloned());
         let mut scope = Self {
             topo,
-            context: view.context,
-            host_network: view.host_network,
+            context,
+            host_network,
             gpus,
             hcas,
             hca_ownership_known,
+            cpus,
             gpu_nics: Vec::new(),
             recommended_ib_hca: recommended.clone(),
             user_filter: topo
@@ -205,31 +255,12 @@ impl<'a> Scope<'a> {
         let gf = self.function(gpu.pci)?;
         let usable = self.usable_hcas();
         let pool: Vec<&RdmaDevice> = if usable.is_empty() {
-            self.hcas
-                .iter()
-                .copied()
-                .filter(|d| d.pci.is_some())
-                .collect()
+            self.hcas.clone()
         } else {
             usable
         };
-        let classed: Vec<(&RdmaDevice, PathClass)> = pool
-            .into_iter()
-            .filter_map(|d| Some((d, path_class(self.topo, gf, self.function(d.pci?)?))))
-            .collect();
-        let best = classed
-            .iter()
-            .map(|(_, c)| *c)
-            .min_by_key(PathClass::rank)?;
-        Some(GpuNics {
-            gpu,
-            nics: classed
-                .iter()
-                .filter(|(_, c)| c.rank() == best.rank())
-                .map(|(d, _)| *d)
-                .collect(),
-            class: best,
-        })
+        let (nics, class) = nearest_devices(self.topo, gf, pool)?;
+        Some(GpuNics { gpu, nics, class })
     }
 
     /// The GPUs whose nearest NICs include `dev`.

@@ -334,14 +334,19 @@ pub fn check_list() -> impl Iterator<Item = (&'static str, &'static str)> {
     CHECKS.iter().map(|(id, what, _)| (*id, *what))
 }
 
-/// Run every check on `topo`.
+/// Run every check on what this process owns in `topo`.
 pub fn run(topo: &Topology) -> Report {
-    let scope = Scope::of(topo);
+    judge(&Scope::of(topo))
+}
+
+/// Run every check on `scope`: this process's devices ([`Scope::of`]) or any other set
+/// ([`Scope::judging`], e.g. a pod's allocation seen from its node).
+pub fn judge(scope: &Scope) -> Report {
     let mut findings = Vec::new();
     let mut checks = Vec::new();
     for (id, _, f) in CHECKS {
         let mut sink = Sink::new(id);
-        f(&scope, &mut sink);
+        f(scope, &mut sink);
         let outcome = sink.outcome();
         let note = sink.note.clone().unwrap_or_else(|| match outcome {
             Outcome::Ok => "nothing wrong found".into(),

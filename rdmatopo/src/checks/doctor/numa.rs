@@ -50,7 +50,7 @@ fn nodes_of(scope: &Scope, cpus: &CpuSet) -> Vec<String> {
 
 pub(super) fn check(scope: &Scope, out: &mut Sink) {
     let topo = scope.topo;
-    let Some(usable) = topo.process.usable_cpus() else {
+    let Some(usable) = scope.cpus.clone() else {
         out.skip(
             "the CPUs this process may use are unknown",
             "neither /proc/self/status (Cpus_allowed_list) nor the cgroup cpuset could be read",

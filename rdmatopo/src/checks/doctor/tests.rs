@@ -868,3 +868,39 @@ fn active_mtu_from_verbs_facts_wins() {
     );
     assert_eq!(f[0].evidence[0].path, "verbs: mlx5_0 port 1 active_mtu");
 }
+
+#[test]
+fn judging_exactly_the_given_devices_and_cpus() {
+    // The host sees both sockets; judge only socket 1's GPU and NIC with socket 0's
+    // CPUs, as a node audit judges a pod from its allocation.
+    let fs = Sysfs::memory(host().tree.clone(), "test");
+    let topo = crate::Discoverer::new(&fs).discover().unwrap();
+    let here = crate::view::Judging::this_process(&topo);
+    assert_eq!((here.gpus.len(), here.hcas.len()), (2, 2));
+    let judged = crate::view::Judging {
+        gpus: vec![&topo.gpus[1]],
+        hcas: vec![&topo.rdma_devices[1]],
+        cpus: Some(crate::parse::parse_cpulist("0-7").unwrap()),
+        ..here
+    };
+    let r = judge(&Scope::judging(&topo, judged));
+    assert_eq!(r.judged.gpus, [topo.gpus[1].pci]);
+    assert_eq!(r.judged.rdma_devices, ["mlx5_1"]);
+    // Socket 1's devices with socket 0's CPUs: none of the CPUs is local.
+    assert_eq!(
+        outcome(&r, "numa-affinity"),
+        Outcome::Error,
+        "{}",
+        summaries(&r, "numa-affinity")
+    );
+    // The same devices with their own socket's CPUs are fine, and the whole host too.
+    let local = crate::view::Judging {
+        gpus: vec![&topo.gpus[1]],
+        hcas: vec![&topo.rdma_devices[1]],
+        cpus: Some(crate::parse::parse_cpulist("8-15").unwrap()),
+        ..crate::view::Judging::this_process(&topo)
+    };
+    let r = judge(&Scope::judging(&topo, local));
+    assert_eq!(outcome(&r, "numa-affinity"), Outcome::Ok);
+    assert_eq!(run(&topo), judge(&Scope::of(&topo)));
+}
