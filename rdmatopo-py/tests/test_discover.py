@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import rdmatopo
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 
 
 def test_json_is_the_cli_inventory_json(fixture_root: Path, cli: Path) -> None:
@@ -34,6 +34,25 @@ def test_matrix_is_the_cli_topo(fixture_root: Path, cli: Path, view: str) -> Non
     table = run_cli(cli, "topo", view, "--root", root)
     if matrix.devices:  # else the CLI prints one line instead of a table
         assert table.endswith(matrix.to_table())
+
+
+def test_gpu_numa_node_falls_back_to_the_host_bridge() -> None:
+    """A GPU whose function reports no node (`numa_node` -1) takes its host bridge's,
+    as C's `rdmatopo_gpu_info.numa_node` does (both ask the facade)."""
+    topo = rdmatopo.discover(FIXTURES / "h100-dgx" / "root")
+    model = json.loads(topo.to_json())
+    gpu = model["gpus"][0]
+    function = next(f for f in model["pci"] if f["address"] == gpu["pci"])
+    bridge = next(h for h in model["host_bridges"] if h["name"] == function["host_bridge"])
+    gpu["numa_node"] = None
+    function["numa_node"] = None
+    bridge["numa_node"] = 1
+    edited = rdmatopo.Topology.from_json(json.dumps(model))
+    assert edited.gpus[0].numa_node == 1
+    assert "numa_node=1" in repr(edited.gpus[0])
+    bridge["numa_node"] = None
+    unknown = rdmatopo.Topology.from_json(json.dumps(model))
+    assert unknown.gpus[0].numa_node is None
 
 
 def test_objects_carry_the_model_fields(fixture_root: Path) -> None:
