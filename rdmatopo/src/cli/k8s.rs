@@ -28,6 +28,8 @@ pub enum K8sCommand {
     Nfd(NfdArgs),
     /// A Pod or Job asking for N GPUs with their rails, IPC_LOCK and the node facts as comments.
     Pod(PodArgs),
+    /// Every pod on the node judged against the topology, from the kubelet's PodResources API (exit 0 clean, 1 warnings, 2 errors, 3 kubelet unreachable).
+    Audit(super::audit::AuditArgs),
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,6 +186,7 @@ pub fn run(args: &K8sArgs) -> Result<Output, String> {
         K8sCommand::SriovDevicePlugin(a) => sriov(a),
         K8sCommand::Nfd(a) => nfd(a),
         K8sCommand::Pod(a) => pod(a),
+        K8sCommand::Audit(a) => super::audit::run(a),
     }
 }
 
@@ -280,7 +283,7 @@ fn nfd_file(a: &NfdArgs) -> Result<(String, usize), String> {
 
 /// Write `text` to `path` through `.<name>.tmp` in the same directory and a rename:
 /// NFD ignores dot files, and a rename is atomic.
-fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+pub(super) fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())

@@ -1,6 +1,7 @@
 //! Command-line front end: argument parsing, output, and exit codes. Each command
 //! lives in its own module and only formats what the library computes.
 
+mod audit;
 mod cluster;
 mod diff;
 mod doctor;

@@ -1,6 +1,7 @@
 //! The model: plain owned data, deterministic order (PCI address, then name), and a
 //! JSON form that is the contract shared by the CLI, Python and C.
 
+pub mod allocation;
 mod diagnostic;
 mod gpu;
 mod host;

@@ -6,6 +6,8 @@
 use crate::model::{NvmlSnapshot, Topology, VerbsSnapshot};
 use crate::sysfs::Sysfs;
 
+#[cfg(feature = "kubelet")]
+pub mod kubelet;
 #[cfg(feature = "nvml")]
 pub mod nvml;
 #[cfg(feature = "verbs")]

@@ -1,0 +1,185 @@
+//! Device-plugin ids to the node's devices.
+//!
+//! The id forms, as each plugin documents (or, lacking docs, builds) them:
+//! - NVIDIA k8s-device-plugin: `--device-id-strategy` `uuid` (default: `GPU-<uuid>`, and
+//!   `MIG-<uuid>` for MIG devices, `MIG-GPU-<uuid>/<gi>/<ci>` before driver R470) or
+//!   `index` (`0`, and `<gpu>:<mig>` for MIG devices) — NVIDIA/k8s-device-plugin
+//!   README, "Configuration Option Details", `DEVICE_ID_STRATEGY`, and
+//!   `internal/rm/device_map.go` (`setMigEntry`: `fmt.Sprintf("%v:%v", i, j)`); the
+//!   indices are NVML's, which enumerates in PCI bus order.
+//! - sriov-network-device-plugin: the PCI address of each VF (or PF) it pools
+//!   (k8snetworkplumbingwg/sriov-network-device-plugin README: the allocated addresses reach the
+//!   pod as `PCIDEVICE_<RESOURCE>`).
+//! - k8s-rdma-shared-dev-plugin: `0`…`rdmaHcaMax-1`, slots of one shared pool
+//!   (Mellanox/k8s-rdma-shared-dev-plugin `pkg/resources/server.go`, `strconv.Itoa(id)`):
+//!   the resource name, not the id, says which HCA it is.
+
+use crate::export::k8s::SharedDevPluginConfig;
+use crate::model::Topology;
+use crate::parse::PciAddr;
+use std::collections::HashMap;
+
+/// What one device id is on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mapped {
+    Gpu(PciAddr),
+    Nic(PciAddr),
+    /// Looks like a GPU or NIC id but is not on this node (or cannot be placed): why.
+    Unknown(String),
+    /// A resource this audit does not judge (not a GPU or RDMA device).
+    Other,
+}
+
+/// Shared-RDMA pool names (without prefix) to the netdevs they select.
+pub type SharedPools = Vec<(String, Vec<String>)>;
+
+/// The pools of a k8s-rdma-shared-dev-plugin `config.json` (its `ifNames` selectors;
+/// pools selected otherwise, by vendor or driver, are left out).
+pub fn shared_pools(config: &SharedDevPluginConfig) -> SharedPools {
+    config
+        .config_list
+        .iter()
+        .filter(|r| !r.selectors.if_names.is_empty())
+        .map(|r| {
+            let prefix = r.resource_prefix.as_deref().unwrap_or("rdma");
+            (
+                format!("{prefix}/{}", r.resource_name),
+                r.selectors.if_names.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Lookup tables of one node, built once.
+#[derive(Debug)]
+pub struct IdMap {
+    by_uuid: HashMap<String, PciAddr>,
+    by_index: HashMap<u32, PciAddr>,
+    /// Full resource name (`rdma/hca_ibp24s0`) to the HCA's PCI function.
+    shared: HashMap<String, Result<PciAddr, String>>,
+    gpu_functions: Vec<PciAddr>,
+}
+
+impl IdMap {
+    /// `pools`: shared-RDMA pools from the plugin's config; without one, the names
+    /// `rdmatopo k8s rdma-shared-dev-plugin` writes (`rdma/hca_<netdev>`) for every
+    /// netdev with a PCI function.
+    pub fn new(topo: &Topology, pools: Option<&SharedPools>) -> Self {
+        let mut by_uuid = HashMap::new();
+        for g in &topo.gpus {
+            if let Some(u) = &g.uuid {
+                by_uuid.insert(u.to_ascii_lowercase(), g.pci);
+            }
+        }
+        // NVML's index when its facts are there, else PCI bus order (the same order).
+        let mut by_index: HashMap<u32, PciAddr> =
+            topo.gpus.iter().map(|g| (g.index, g.pci)).collect();
+        if let Some(n) = &topo.nvml {
+            for g in &n.gpus {
+                if let Some(pci) = g.pci() {
+                    by_index.insert(g.index, pci);
+                }
+                if let (Some(u), Some(pci)) = (&g.uuid, g.pci()) {
+                    by_uuid.insert(u.to_ascii_lowercase(), pci);
+                }
+            }
+        }
+        let netdev_pci = |name: &str| -> Result<PciAddr, String> {
+            topo.netdevs
+                .iter()
+                .find(|n| n.name == name)
+                .ok_or_else(|| format!("netdev {name} is not on this node"))?
+                .pci
+                .ok_or_else(|| format!("netdev {name} has no PCI function"))
+        };
+        let mut shared = HashMap::new();
+        match pools {
+            Some(pools) => {
+                for (name, if_names) in pools {
+                    // A pool of several netdevs is judged by its first.
+                    let first = if_names.first().map(String::as_str).unwrap_or_default();
+                    shared.insert(name.clone(), netdev_pci(first));
+                }
+            }
+            None => {
+                for n in &topo.netdevs {
+                    if let Some(pci) = n.pci {
+                        shared.insert(format!("rdma/hca_{}", n.name), Ok(pci));
+                    }
+                }
+            }
+        }
+        Self {
+            by_uuid,
+            by_index,
+            shared,
+            gpu_functions: topo.gpus.iter().map(|g| g.pci).collect(),
+        }
+    }
+
+    /// What `id` of `resource` is on `topo`.
+    pub fn map(&self, topo: &Topology, resource: &str, id: &str) -> Mapped {
+        if let Some(pool) = self.shared.get(resource) {
+            return match pool {
+                Ok(pci) => Mapped::Nic(*pci),
+                Err(why) => Mapped::Unknown(format!("shared RDMA pool {resource}: {why}")),
+            };
+        }
+        let lower = id.to_ascii_lowercase();
+        if lower.starts_with("gpu-") {
+            return match self.by_uuid.get(&lower) {
+                Some(pci) => Mapped::Gpu(*pci),
+                None => Mapped::Unknown(format!(
+                    "GPU UUID {id} is not a GPU of this node (NVML facts and /proc/driver/nvidia/gpus/*/information list no such UUID)"
+                )),
+            };
+        }
+        if let Some(rest) = lower.strip_prefix("mig-") {
+            // Before R470: `MIG-GPU-<parent uuid>/<gi>/<ci>` names its parent.
+            if let Some(parent) = rest.split('/').next().filter(|p| p.starts_with("gpu-")) {
+                return match self.by_uuid.get(parent) {
+                    Some(pci) => Mapped::Gpu(*pci),
+                    None => Mapped::Unknown(format!(
+                        "MIG device {id}: its parent GPU is not a GPU of this node"
+                    )),
+                };
+            }
+            return Mapped::Unknown(format!(
+                "MIG device {id}: the node's NVML facts do not list MIG device UUIDs, so its parent GPU is unknown"
+            ));
+        }
+        if let Ok(addr) = id.parse::<PciAddr>()
+            && id.contains(':')
+        {
+            return match topo.pci_function(addr) {
+                Some(_) if self.gpu_functions.contains(&addr) => Mapped::Gpu(addr),
+                Some(f) if matches!(f.class_code(), 0x0200 | 0x0207) => Mapped::Nic(addr),
+                Some(_) => Mapped::Other,
+                None => Mapped::Unknown(format!("PCI device {id} is not on this node")),
+            };
+        }
+        if is_gpu_resource(resource) {
+            // `index` strategy: `3`, or `3:1` for MIG device 1 of GPU 3.
+            let gpu = id.split(':').next().unwrap_or(id);
+            return match gpu.parse::<u32>().ok().and_then(|i| self.by_index.get(&i)) {
+                Some(pci) => Mapped::Gpu(*pci),
+                None => Mapped::Unknown(format!(
+                    "{resource} id {id:?} is neither a GPU UUID nor the index of a GPU of this node"
+                )),
+            };
+        }
+        if resource.starts_with("rdma/") {
+            return Mapped::Unknown(format!(
+                "{resource} is not a shared RDMA pool this audit knows (give the plugin's config.json with --rdma-shared-config)"
+            ));
+        }
+        Mapped::Other
+    }
+}
+
+/// `nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, `nvidia.com/gpu.shared`.
+pub fn is_gpu_resource(resource: &str) -> bool {
+    resource
+        .strip_prefix("nvidia.com/")
+        .is_some_and(|r| r.starts_with("gpu") || r.starts_with("mig-"))
+}

@@ -1,0 +1,424 @@
+//! The audit on captured nodes, with allocations as the kubelet reports them.
+
+use super::*;
+use crate::model::allocation::{
+    Allocatable, ContainerAllocation, DeviceAllocation, MemoryAllocation, PodAllocation,
+};
+use std::path::Path;
+use std::sync::OnceLock;
+
+fn fixture(name: &str) -> Topology {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(name)
+        .join("root");
+    crate::discover(Some(&root)).unwrap()
+}
+
+fn dgx() -> &'static Topology {
+    static T: OnceLock<Topology> = OnceLock::new();
+    T.get_or_init(|| fixture("h100-dgx"))
+}
+
+fn sriov_host() -> &'static Topology {
+    static T: OnceLock<Topology> = OnceLock::new();
+    T.get_or_init(|| fixture("host-h100-sriov"))
+}
+
+fn uuid(topo: &Topology, index: u32) -> String {
+    topo.gpus[index as usize].uuid.clone().unwrap()
+}
+
+fn devices(resource: &str, ids: &[&str], numa: Option<Vec<u32>>) -> DeviceAllocation {
+    DeviceAllocation {
+        resource_name: resource.into(),
+        device_ids: ids.iter().map(|s| s.to_string()).collect(),
+        numa_nodes: numa,
+    }
+}
+
+fn pod(name: &str, devices: Vec<DeviceAllocation>, cpus: std::ops::Range<u32>) -> PodAllocation {
+    PodAllocation {
+        namespace: "train".into(),
+        name: name.into(),
+        containers: vec![ContainerAllocation {
+            name: "main".into(),
+            devices,
+            cpu_ids: cpus.collect(),
+            memory: vec![MemoryAllocation {
+                memory_type: "memory".into(),
+                size: 1 << 30,
+                numa_nodes: Some(vec![0]),
+            }],
+            dynamic_resources: Vec::new(),
+        }],
+        cpu_ids: Vec::new(),
+    }
+}
+
+fn one(report: &AuditReport) -> &AuditContainer {
+    assert_eq!(report.pods.len(), 1, "{report:#?}");
+    &report.pods[0].containers[0]
+}
+
+fn checks(c: &AuditContainer) -> Vec<(&str, Severity)> {
+    c.findings
+        .iter()
+        .filter(|f| !f.skipped)
+        .map(|f| (f.check.as_str(), f.severity))
+        .collect()
+}
+
+#[test]
+fn aligned_gpu_shared_hca_and_cpus_is_clean() {
+    let t = dgx();
+    let alloc = Allocation {
+        pods: vec![
+            pod(
+                "good",
+                vec![
+                    devices("nvidia.com/gpu", &[&uuid(t, 0)], Some(vec![0])),
+                    devices("rdma/hca_ibp24s0", &["7"], None),
+                ],
+                0..8,
+            ),
+            // A pod without devices is no finding and not listed.
+            pod("web", vec![], 0..0),
+        ],
+        allocatable: None,
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let c = one(&r);
+    assert_eq!(c.gpus[0].index, 0);
+    assert_eq!(c.nics[0].rdma_device.as_deref(), Some("mlx5_0"));
+    assert_eq!(c.worst_path.as_deref(), Some("PXB"));
+    assert_eq!(c.cpus.cpus, "0-7");
+    assert!(!c.cpus.shared_pool);
+    assert_eq!(c.cpus.numa_nodes, [0]);
+    assert_eq!(c.memory_numa_nodes, [0]);
+    assert!(checks(c).is_empty(), "{:#?}", c.findings);
+    assert_eq!(r.summary.pods, 2);
+    assert_eq!(r.summary.containers_judged, 1);
+    assert_eq!(r.exit_code(), 0);
+    assert!(!r.free_devices_known);
+}
+
+#[test]
+fn misplaced_container_gets_the_doctors_findings_and_the_free_nearest_nic() {
+    let t = dgx();
+    // GPU0 (node 0) with ibp154s0 (mlx5_6, node 1) and CPUs of node 1.
+    let alloc = Allocation {
+        pods: vec![
+            pod(
+                "bad",
+                vec![
+                    devices("nvidia.com/gpu", &[&uuid(t, 0)], Some(vec![0])),
+                    devices("rdma/hca_ibp154s0", &["0"], None),
+                ],
+                56..64,
+            ),
+            // Holds GPU1's HCA: still shared, so it stays a candidate.
+            pod(
+                "other",
+                vec![devices("rdma/hca_ibp64s0", &["0"], None)],
+                64..66,
+            ),
+        ],
+        allocatable: Some(Allocatable {
+            devices: vec![
+                devices("rdma/hca_ibp24s0", &["0", "1"], None),
+                devices("rdma/hca_ibp154s0", &["0", "1"], None),
+                devices("rdma/hca_ibp64s0", &["0"], None),
+            ],
+            cpu_ids: (0..224).collect(),
+            memory: Vec::new(),
+        }),
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let c = &r.pods[0].containers[0];
+    assert_eq!(c.worst_path.as_deref(), Some("SYS"));
+    assert!(c.numa_misaligned);
+    let found = checks(c);
+    assert!(
+        found.contains(&("numa-affinity", Severity::Error)),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("gpu-nic-distance", Severity::Error)),
+        "{found:?}"
+    );
+    let distance = c
+        .findings
+        .iter()
+        .find(|f| f.check == "gpu-nic-distance")
+        .unwrap();
+    // The doctor's wording, naming the free HCA next to GPU0.
+    assert!(
+        distance.summary.starts_with(
+            "GPU0 (0000:1b:00.0) would use mlx5_6 at SYS while mlx5_0 (0000:18:00.0) is PXB from it"
+        ),
+        "{}",
+        distance.summary
+    );
+    let numa = c
+        .findings
+        .iter()
+        .find(|f| f.check == "numa-affinity")
+        .unwrap();
+    assert!(
+        numa.evidence.iter().any(|e| e.path
+            == "kubelet PodResources List: train/bad container main cpu_ids"
+            && e.value == "56-63"),
+        "{:#?}",
+        numa.evidence
+    );
+    // The other pod holds an HCA and no GPU: its CPUs (node 1) are remote to it.
+    assert_eq!(r.summary.containers_judged, 2);
+    assert_eq!(r.exit_code(), 2);
+    assert!(r.free_devices_known);
+}
+
+#[test]
+fn nearest_nic_taken_by_others_is_not_offered() {
+    let t = sriov_host();
+    // GPU0's VFs are 0000:18:00.2 and .3; both taken, the container got a VF of
+    // node 1. The only free VF is 0000:40:00.2 (NODE from GPU0).
+    let resource = "nvidia.com/vf_enp24s0np0";
+    let alloc = Allocation {
+        pods: vec![
+            pod(
+                "bad",
+                vec![
+                    devices("nvidia.com/gpu", &[&uuid(t, 0)], Some(vec![0])),
+                    devices(
+                        "nvidia.com/vf_enp154s0np0",
+                        &["0000:9a:00.2"],
+                        Some(vec![1]),
+                    ),
+                ],
+                0..4,
+            ),
+            pod(
+                "a",
+                vec![devices(resource, &["0000:18:00.2"], Some(vec![0]))],
+                4..6,
+            ),
+            pod(
+                "b",
+                vec![devices(resource, &["0000:18:00.3"], Some(vec![0]))],
+                6..8,
+            ),
+        ],
+        allocatable: Some(Allocatable {
+            devices: vec![
+                devices(resource, &["0000:18:00.2", "0000:18:00.3"], Some(vec![0])),
+                devices("nvidia.com/vf_enp64s0np0", &["0000:40:00.2"], Some(vec![0])),
+                devices(
+                    "nvidia.com/vf_enp154s0np0",
+                    &["0000:9a:00.2"],
+                    Some(vec![1]),
+                ),
+            ],
+            cpu_ids: (0..224).collect(),
+            memory: Vec::new(),
+        }),
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let c = &r.pods[0].containers[0];
+    assert!(c.nics[0].is_vf);
+    assert_eq!(c.nics[0].rdma_device.as_deref(), Some("mlx5_20"));
+    assert_eq!(c.worst_path.as_deref(), Some("SYS"));
+    let distance = c
+        .findings
+        .iter()
+        .find(|f| f.check == "gpu-nic-distance")
+        .expect("a distance finding");
+    assert!(
+        distance
+            .summary
+            .contains("while VF mlx5_14 (0000:40:00.2) is NODE"),
+        "{}",
+        distance.summary
+    );
+    // NODE does not allow GPUDirect RDMA: a warning, not an error.
+    assert_eq!(distance.severity, Severity::Warning);
+}
+
+#[test]
+fn index_ids_and_old_mig_ids_map_to_gpus() {
+    let t = dgx();
+    let mig = format!("MIG-{}/1/0", uuid(t, 2));
+    let alloc = Allocation {
+        pods: vec![
+            pod("idx", vec![devices("nvidia.com/gpu", &["5"], None)], 0..0),
+            pod(
+                "migidx",
+                vec![devices("nvidia.com/mig-1g.10gb", &["3:1"], None)],
+                0..0,
+            ),
+            pod(
+                "mig",
+                vec![devices("nvidia.com/mig-1g.10gb", &[&mig], None)],
+                0..0,
+            ),
+        ],
+        allocatable: None,
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let idx: Vec<u32> = r.containers().map(|c| c.gpus[0].index).collect();
+    assert_eq!(idx, [5, 3, 2]);
+    assert!(r.containers().all(|c| c.cpus.shared_pool));
+    assert_eq!(r.pods[0].containers[0].cpus.cpus, "0-223");
+}
+
+#[test]
+fn foreign_and_unknown_ids_are_findings_not_failures() {
+    let t = dgx();
+    let alloc = Allocation {
+        pods: vec![pod(
+            "odd",
+            vec![
+                devices(
+                    "nvidia.com/gpu",
+                    &["GPU-00000000-0000-0000-0000-000000000000", "17"],
+                    None,
+                ),
+                devices(
+                    "nvidia.com/mig-1g.10gb",
+                    &["MIG-5c0f2d1e-0000-0000-0000-000000000000"],
+                    None,
+                ),
+                devices("nvidia.com/vf_x", &["0000:ee:00.1"], None),
+                devices("rdma/hca_nosuch", &["0"], None),
+                devices("example.com/fpga", &["fpga0"], None),
+            ],
+            0..4,
+        )],
+        allocatable: None,
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let c = one(&r);
+    let unknown: Vec<&str> = c
+        .findings
+        .iter()
+        .filter(|f| f.check == "unknown-device")
+        .map(|f| f.summary.as_str())
+        .collect();
+    assert_eq!(unknown.len(), 5, "{unknown:#?}");
+    assert!(unknown[0].contains("is not a GPU of this node"));
+    assert!(unknown[1].contains("neither a GPU UUID nor the index"));
+    assert!(unknown[2].contains("do not list MIG device UUIDs"));
+    assert!(unknown[3].contains("PCI device 0000:ee:00.1 is not on this node"));
+    assert!(unknown[4].contains("--rdma-shared-config"));
+    assert_eq!(c.other_resources[0].resource, "example.com/fpga");
+    assert!(c.gpus.is_empty() && c.nics.is_empty());
+    assert_eq!(r.exit_code(), 1);
+}
+
+#[test]
+fn plugin_numa_disagreeing_with_sysfs_is_reported() {
+    let t = dgx();
+    let alloc = Allocation {
+        pods: vec![pod(
+            "liar",
+            vec![devices("nvidia.com/gpu", &[&uuid(t, 4)], Some(vec![0]))],
+            56..60,
+        )],
+        allocatable: None,
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let c = one(&r);
+    let f = c
+        .findings
+        .iter()
+        .find(|f| f.check == "plugin-numa")
+        .unwrap();
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.summary
+            .contains("reported NUMA node 0 for 0000:9d:00.0, which sysfs puts on node 1")
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.path == "/sys/bus/pci/devices/0000:9d:00.0/numa_node" && e.value == "1")
+    );
+}
+
+#[test]
+fn two_gpus_on_one_rail_is_multi_rail() {
+    let t = dgx();
+    let alloc = Allocation {
+        pods: vec![pod(
+            "squeezed",
+            vec![
+                devices("nvidia.com/gpu", &[&uuid(t, 0), &uuid(t, 1)], Some(vec![0])),
+                devices("rdma/hca_ibp24s0", &["0"], None),
+            ],
+            0..8,
+        )],
+        allocatable: None,
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let c = one(&r);
+    let f = c.findings.iter().find(|f| f.check == "multi-rail").unwrap();
+    assert_eq!(f.summary, "2 GPUs share 1 usable rail(s) (mlx5_0)");
+    assert_eq!(c.worst_path.as_deref(), Some("NODE"));
+}
+
+#[test]
+fn shared_pools_from_the_plugins_config() {
+    let t = dgx();
+    let config: crate::export::k8s::SharedDevPluginConfig = serde_json::from_str(
+        r#"{"configList":[{"resourceName":"rail0","resourcePrefix":"example.com","rdmaHcaMax":10,"selectors":{"ifNames":["ibp24s0"]}},
+            {"resourceName":"gone","rdmaHcaMax":10,"selectors":{"ifNames":["ib9"]}}]}"#,
+    )
+    .unwrap();
+    let opts = AuditOptions {
+        shared_pools: Some(shared_pools(&config)),
+    };
+    let alloc = Allocation {
+        pods: vec![pod(
+            "p",
+            vec![
+                devices("example.com/rail0", &["3"], None),
+                devices("rdma/gone", &["1"], None),
+            ],
+            0..2,
+        )],
+        allocatable: None,
+    };
+    let r = audit(t, &alloc, &opts);
+    let c = one(&r);
+    assert_eq!(c.nics[0].netdev.as_deref(), Some("ibp24s0"));
+    let f = c
+        .findings
+        .iter()
+        .find(|f| f.check == "unknown-device")
+        .unwrap();
+    assert!(
+        f.summary.contains("netdev ib9 is not on this node"),
+        "{}",
+        f.summary
+    );
+}
+
+#[test]
+fn report_json_round_trips() {
+    let t = dgx();
+    let alloc = Allocation {
+        pods: vec![pod(
+            "p",
+            vec![devices("nvidia.com/gpu", &["0"], None)],
+            0..2,
+        )],
+        allocatable: None,
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(text.contains(r#""schema":"rdmatopo.audit/1""#));
+    let back: AuditReport = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, r);
+    let a: Allocation = serde_json::from_str(&serde_json::to_string(&alloc).unwrap()).unwrap();
+    assert_eq!(a, alloc);
+}

@@ -1,0 +1,252 @@
+//! `rdmatopo k8s audit`: every pod on the node judged against the node's topology,
+//! from the kubelet's PodResources API.
+
+use super::{Output, RootArgs, json};
+use clap::{Args, ValueEnum};
+use rdmatopo::export::k8s::SharedDevPluginConfig;
+use rdmatopo::checks::audit::{self, AuditOptions, AuditReport};
+use rdmatopo::model::Severity;
+use rdmatopo::model::allocation::Allocation;
+use rdmatopo::sources::kubelet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditFormat {
+    Table,
+    Json,
+    /// Prometheus text format (for node-exporter's textfile collector).
+    Prometheus,
+}
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// The node's topology: in the DaemonSet, the host's / mounted read-only.
+    #[command(flatten)]
+    pub root: RootArgs,
+    /// The kubelet's PodResources socket.
+    #[arg(long, value_name = "PATH", default_value = kubelet::DEFAULT_SOCKET)]
+    pub pod_resources_socket: PathBuf,
+    /// Read the kubelet's answer from FILE (the `allocation` JSON of a previous
+    /// `--format json --with-allocation` run) instead of the socket.
+    #[arg(long, value_name = "FILE", conflicts_with = "pod_resources_socket")]
+    pub allocation: Option<PathBuf>,
+    /// Give up on the kubelet after this long (the whole exchange).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub timeout: humantime::Duration,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: AuditFormat,
+    /// k8s-rdma-shared-dev-plugin's config.json, to map its pool names to HCAs (by
+    /// default, the names `rdmatopo k8s rdma-shared-dev-plugin` writes).
+    #[arg(long, value_name = "FILE")]
+    pub rdma_shared_config: Option<PathBuf>,
+    /// The node's name, for the report (the DaemonSet passes spec.nodeName).
+    #[arg(long, env = "NODE_NAME", value_name = "NAME")]
+    pub node_name: Option<String>,
+    /// Also put the kubelet's answer in the JSON report (`allocation`), so it can be
+    /// judged again offline with --allocation.
+    #[arg(long)]
+    pub with_allocation: bool,
+    /// Write the output to FILE (through a dot file and a rename) instead of printing
+    /// it; for node-exporter's textfile collector, a `*.prom` file in its directory.
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// With --write: audit again every SECONDS, for ever (a DaemonSet's loop).
+    #[arg(long, value_name = "SECONDS", requires = "write", value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval: Option<u64>,
+}
+
+fn allocation(a: &AuditArgs) -> Result<Allocation, String> {
+    if let Some(path) = &a.allocation {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        return serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()));
+    }
+    kubelet::read(&a.pod_resources_socket, a.timeout.into()).map_err(|e| e.to_string())
+}
+
+fn options(a: &AuditArgs) -> Result<AuditOptions, String> {
+    let Some(path) = &a.rdma_shared_config else {
+        return Ok(AuditOptions::default());
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let config: SharedDevPluginConfig =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(AuditOptions {
+        shared_pools: Some(audit::shared_pools(&config)),
+    })
+}
+
+/// One audit: the text in the chosen format and the exit code.
+fn once(a: &AuditArgs) -> Result<Output, String> {
+    let opts = options(a)?;
+    let (_, topo) = a.root.discover()?;
+    let alloc = allocation(a)?;
+    let mut report = audit::audit(&topo, &alloc, &opts);
+    report.node = a.node_name.clone();
+    let code = report.exit_code();
+    let text = match a.format {
+        AuditFormat::Table => table(&report),
+        AuditFormat::Prometheus => rdmatopo::export::prometheus::audit_metrics(&report),
+        AuditFormat::Json if a.with_allocation => {
+            let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+            if let Some(obj) = value.as_object_mut() {
+                obj.insert(
+                    "allocation".into(),
+                    serde_json::to_value(&alloc).map_err(|e| e.to_string())?,
+                );
+            }
+            json(&value)
+        }
+        AuditFormat::Json => json(&report),
+    };
+    Ok(Output { text, code })
+}
+
+pub fn run(a: &AuditArgs) -> Result<Output, String> {
+    let Some(path) = &a.write else {
+        return once(a);
+    };
+    let write = |path: &Path| -> Result<i32, String> {
+        let out = once(a)?;
+        super::k8s::write_atomically(path, &out.text)?;
+        Ok(out.code)
+    };
+    let Some(every) = a.interval else {
+        let code = write(path)?;
+        return Ok(Output {
+            text: String::new(),
+            code,
+        });
+    };
+    loop {
+        // A failed round is reported and retried; the last good file stays.
+        if let Err(e) = write(path) {
+            eprintln!("rdmatopo: {e}");
+        }
+        std::thread::sleep(Duration::from_secs(every));
+    }
+}
+
+fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
+    if items.is_empty() {
+        return "-".into();
+    }
+    items.iter().map(f).collect::<Vec<_>>().join(",")
+}
+
+fn table(r: &AuditReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "k8s audit of {} ({}): {} pods, {} containers with GPUs or NICs, {} NUMA-misaligned; {} errors, {} warnings{}",
+        r.node.as_deref().unwrap_or("this node"),
+        r.root,
+        r.summary.pods,
+        r.summary.containers_judged,
+        r.summary.numa_misaligned_containers,
+        r.summary.errors,
+        r.summary.warnings,
+        if r.free_devices_known {
+            ""
+        } else {
+            "; free devices unknown (the kubelet does not implement GetAllocatableResources)"
+        },
+    );
+    if r.pods.is_empty() {
+        return out;
+    }
+    let mut rows = vec![[
+        "POD".to_string(),
+        "CONTAINER".into(),
+        "GPUS".into(),
+        "NICS".into(),
+        "CPUS".into(),
+        "PATH".into(),
+        "FINDINGS".into(),
+    ]];
+    for p in &r.pods {
+        for c in &p.containers {
+            let worst = c
+                .findings
+                .iter()
+                .filter(|f| !f.skipped)
+                .map(|f| f.severity)
+                .max();
+            rows.push([
+                format!("{}/{}", p.namespace, p.name),
+                c.name.clone(),
+                list(&c.gpus, |g| format!("GPU{}", g.index)),
+                list(&c.nics, |n| {
+                    n.rdma_device
+                        .clone()
+                        .or_else(|| n.netdev.clone())
+                        .unwrap_or_else(|| n.pci.to_string())
+                }),
+                format!(
+                    "{}{} (node {})",
+                    if c.cpus.shared_pool { "shared " } else { "" },
+                    c.cpus.cpus,
+                    list(&c.cpus.numa_nodes, u32::to_string)
+                ),
+                c.worst_path.clone().unwrap_or_else(|| "-".into()),
+                match worst {
+                    None => "ok".into(),
+                    Some(s) => format!(
+                        "{} ({})",
+                        c.findings.iter().filter(|f| !f.skipped).count(),
+                        severity(s)
+                    ),
+                },
+            ]);
+        }
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[i]);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    for p in &r.pods {
+        for c in &p.containers {
+            for f in c.findings.iter().filter(|f| !f.skipped) {
+                let _ = writeln!(
+                    out,
+                    "\n[{}] {} {}/{} {}: {}",
+                    severity(f.severity),
+                    f.check,
+                    p.namespace,
+                    p.name,
+                    c.name,
+                    f.summary
+                );
+                for e in &f.evidence {
+                    let _ = writeln!(out, "  {} = {}", e.path, e.value);
+                }
+                if !f.why.is_empty() {
+                    let _ = writeln!(out, "  why: {}", f.why);
+                }
+                if !f.fix.is_empty() {
+                    let _ = writeln!(out, "  fix: {}", f.fix);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn severity(s: Severity) -> &'static str {
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "info",
+    }
+}
