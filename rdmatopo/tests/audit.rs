@@ -1,0 +1,447 @@
+//! `rdmatopo k8s audit` against a fake kubelet: a tonic server of the kubelet's own
+//! PodResources v1 proto on a unix socket in a temp dir, answering as kubelets do with
+//! the NVIDIA device plugin, sriov-network-device-plugin and
+//! k8s-rdma-shared-dev-plugin. The kubelet lists one `ContainerDevices` per device id,
+//! each with the NUMA node its plugin reported (`pkg/kubelet/cm/devicemanager/pod_devices.go`,
+//! `getContainerDevices`); the shared RDMA plugin reports no topology.
+#![cfg(feature = "kubelet")]
+
+use rdmatopo::sources::kubelet::proto::pod_resources_lister_server::{
+    PodResourcesLister, PodResourcesListerServer,
+};
+use rdmatopo::sources::kubelet::proto::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use tonic::{Request, Response, Status};
+
+#[derive(Clone, Default)]
+struct Kubelet {
+    list: ListPodResourcesResponse,
+    /// `None`: UNIMPLEMENTED, as kubelets before 1.23 without the feature gate answer.
+    allocatable: Option<AllocatableResourcesResponse>,
+}
+
+#[tonic::async_trait]
+impl PodResourcesLister for Kubelet {
+    async fn list(
+        &self,
+        _: Request<ListPodResourcesRequest>,
+    ) -> Result<Response<ListPodResourcesResponse>, Status> {
+        Ok(Response::new(self.list.clone()))
+    }
+
+    async fn get_allocatable_resources(
+        &self,
+        _: Request<AllocatableResourcesRequest>,
+    ) -> Result<Response<AllocatableResourcesResponse>, Status> {
+        match &self.allocatable {
+            Some(a) => Ok(Response::new(a.clone())),
+            None => Err(Status::unimplemented(
+                "unknown method GetAllocatableResources for service v1.PodResourcesLister",
+            )),
+        }
+    }
+
+    async fn get(
+        &self,
+        _: Request<GetPodResourcesRequest>,
+    ) -> Result<Response<GetPodResourcesResponse>, Status> {
+        Err(Status::unimplemented("not used"))
+    }
+}
+
+/// Serve `kubelet` on `dir/kubelet.sock` from a thread for the rest of the test.
+fn serve(dir: &Path, kubelet: Kubelet) -> PathBuf {
+    let socket = dir.join("kubelet.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+            tonic::transport::Server::builder()
+                .add_service(
+                    PodResourcesListerServer::new(kubelet).max_encoding_message_size(usize::MAX),
+                )
+                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+    });
+    socket
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/../fixtures/{name}/root", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn audit(root: &str, socket: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .args(["k8s", "audit", "--root", root, "--pod-resources-socket"])
+        .arg(socket)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn topo(numa: &[i64]) -> Option<TopologyInfo> {
+    Some(TopologyInfo {
+        nodes: numa.iter().map(|&id| NumaNode { id }).collect(),
+    })
+}
+
+/// One entry per device, as the kubelet lists them.
+fn each(resource: &str, ids: &[&str], numa: Option<i64>) -> Vec<ContainerDevices> {
+    ids.iter()
+        .map(|id| ContainerDevices {
+            resource_name: resource.into(),
+            device_ids: vec![id.to_string()],
+            topology: numa.and_then(|n| topo(&[n])),
+        })
+        .collect()
+}
+
+fn pod(ns: &str, name: &str, devices: Vec<ContainerDevices>, cpus: &[i64]) -> PodResources {
+    PodResources {
+        name: name.into(),
+        namespace: ns.into(),
+        containers: vec![ContainerResources {
+            name: "main".into(),
+            devices,
+            cpu_ids: cpus.to_vec(),
+            memory: Vec::new(),
+            dynamic_resources: Vec::new(),
+        }],
+        cpu_ids: Vec::new(),
+        memory: Vec::new(),
+    }
+}
+
+// The UUIDs of fixtures/h100-dgx (its /proc/driver/nvidia/gpus/*/information).
+const DGX_GPU0: &str = "GPU-e96a2c04-364a-ee95-be09-323f35592919";
+const DGX_GPU4: &str = "GPU-282765a2-3bb9-1bed-c3ea-db3925cc74b4";
+// fixtures/host-h100-sriov.
+const SRIOV_GPU0: &str = "GPU-6f6b81cb-de00-1def-28cd-99dec497708a";
+const SRIOV_GPU1: &str = "GPU-a74df874-c9d0-c57f-1701-ccd992eaf123";
+
+/// h100-dgx with the NVIDIA GPU plugin and the shared RDMA plugin
+/// (`rdmatopo k8s rdma-shared-dev-plugin` names: `rdma/hca_<netdev>`).
+fn dgx_kubelet(allocatable: bool) -> Kubelet {
+    let mut good = each("nvidia.com/gpu", &[DGX_GPU0], Some(0));
+    good.extend(each("rdma/hca_ibp24s0", &["12"], None));
+    let mut bad = each("nvidia.com/gpu", &[DGX_GPU4], Some(1));
+    bad.extend(each("rdma/hca_ibp24s0", &["13"], None));
+    let list = ListPodResourcesResponse {
+        pod_resources: vec![
+            pod("kube-system", "coredns-7db6d8ff4d-x2x9z", Vec::new(), &[]),
+            pod("train", "good-0", good, &[2, 3, 4, 5]),
+            pod("train", "bad-0", bad, &[60, 61, 62, 63]),
+        ],
+    };
+    let mut devices = each("nvidia.com/gpu", &[DGX_GPU0], Some(0));
+    devices.extend(each("nvidia.com/gpu", &[DGX_GPU4], Some(1)));
+    let slots: Vec<String> = (0..63).map(|n| n.to_string()).collect();
+    let slots: Vec<&str> = slots.iter().map(String::as_str).collect();
+    for netdev in ["ibp24s0", "ibp154s0"] {
+        devices.push(ContainerDevices {
+            resource_name: format!("rdma/hca_{netdev}"),
+            device_ids: slots.iter().map(|s| s.to_string()).collect(),
+            topology: None,
+        });
+    }
+    Kubelet {
+        list,
+        allocatable: allocatable.then(|| AllocatableResourcesResponse {
+            devices,
+            cpu_ids: (2..224).collect(),
+            memory: Vec::new(),
+        }),
+    }
+}
+
+#[test]
+fn gpu_and_shared_rdma_plugins_on_a_dgx() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), dgx_kubelet(true));
+    let out = audit(&fixture("h100-dgx"), &socket, &["--format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&out);
+    assert_eq!(r["schema"], "rdmatopo.audit/1");
+    assert_eq!(r["free_devices_known"], true);
+    assert_eq!(r["summary"]["pods"], 3);
+    let pods = r["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 2, "coredns holds no device and is not listed");
+    let good = &pods[0]["containers"][0];
+    assert_eq!(good["worst_path"], "PXB");
+    assert_eq!(good["findings"].as_array().unwrap().len(), 0, "{good:#}");
+    let bad = &pods[1]["containers"][0];
+    assert_eq!(bad["gpus"][0]["index"], 4);
+    assert_eq!(bad["nics"][0]["rdma_device"], "mlx5_0");
+    assert_eq!(bad["worst_path"], "SYS");
+    assert_eq!(bad["numa_misaligned"], true);
+    let checks: Vec<&str> = bad["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["check"].as_str().unwrap())
+        .collect();
+    assert!(
+        checks.contains(&"numa-affinity") && checks.contains(&"gpu-nic-distance"),
+        "{checks:?}"
+    );
+    let distance = bad["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "gpu-nic-distance")
+        .unwrap();
+    // The free pool next to GPU4 is ibp154s0 (mlx5_6).
+    assert!(
+        distance["summary"]
+            .as_str()
+            .unwrap()
+            .contains("while mlx5_6 (0000:9a:00.0) is PXB from it"),
+        "{distance:#}"
+    );
+}
+
+#[test]
+fn table_and_prometheus_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), dgx_kubelet(true));
+    let out = audit(&fixture("h100-dgx"), &socket, &["--node-name", "dgx-07"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.starts_with("k8s audit of dgx-07 ("), "{table}");
+    assert!(table.contains("train/bad-0"), "{table}");
+    assert!(
+        table.contains("[error] numa-affinity train/bad-0 main:"),
+        "{table}"
+    );
+
+    let prom = dir.path().join("rdmatopo.prom");
+    let out = audit(
+        &fixture("h100-dgx"),
+        &socket,
+        &["--format", "prometheus", "--write", prom.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let text = std::fs::read_to_string(&prom).unwrap();
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(names.is_empty(), "no temp file left: {names:?}");
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+    let find = |name: &str, pod: Option<&str>| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && pod.is_none_or(|p| s.labels.get("pod") == Some(p)))
+            .unwrap_or_else(|| panic!("{name} {pod:?} in\n{text}"))
+    };
+    let value = |s: &prometheus_parse::Sample| match s.value {
+        prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+        ref v => panic!("{v:?}"),
+    };
+    let worst = find("rdmatopo_audit_container_worst_path_rank", Some("bad-0"));
+    assert_eq!(value(worst), 6.0);
+    assert_eq!(worst.labels.get("class"), Some("SYS"));
+    assert_eq!(worst.labels.get("namespace"), Some("train"));
+    assert_eq!(worst.labels.get("container"), Some("main"));
+    assert_eq!(
+        value(find(
+            "rdmatopo_audit_container_numa_misaligned",
+            Some("bad-0")
+        )),
+        1.0
+    );
+    assert_eq!(
+        value(find(
+            "rdmatopo_audit_container_numa_misaligned",
+            Some("good-0")
+        )),
+        0.0
+    );
+    assert_eq!(value(find("rdmatopo_audit_pods", None)), 3.0);
+    assert_eq!(
+        value(find("rdmatopo_audit_numa_misaligned_containers", None)),
+        1.0
+    );
+    assert!(
+        scrape
+            .docs
+            .contains_key("rdmatopo_audit_container_findings"),
+        "HELP lines parsed"
+    );
+}
+
+#[test]
+fn sriov_vfs_by_pci_address_and_unimplemented_allocatable() {
+    let dir = tempfile::tempdir().unwrap();
+    // One container with GPU0 and a VF of node 1 (0000:9a:00.3), on node 0's CPUs;
+    // another with GPU1 and the VF under GPU1's switch (0000:40:00.2).
+    let mut bad = each("nvidia.com/gpu", &[SRIOV_GPU0], Some(0));
+    bad.extend(each(
+        "nvidia.com/vf_enp154s0np0",
+        &["0000:9a:00.3"],
+        Some(1),
+    ));
+    let mut good = each("nvidia.com/gpu", &[SRIOV_GPU1], Some(0));
+    good.extend(each("nvidia.com/vf_enp64s0np0", &["0000:40:00.2"], Some(0)));
+    let kubelet = Kubelet {
+        list: ListPodResourcesResponse {
+            pod_resources: vec![
+                pod("train", "vf-0", bad, &[8, 9]),
+                pod("train", "vf-1", good, &[10, 11]),
+            ],
+        },
+        allocatable: None,
+    };
+    let socket = serve(dir.path(), kubelet);
+    let out = audit(&fixture("host-h100-sriov"), &socket, &["--format", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let r = json(&out);
+    assert_eq!(r["free_devices_known"], false);
+    let good = &r["pods"][1]["containers"][0];
+    assert_eq!(good["nics"][0]["rdma_device"], "mlx5_14");
+    assert_eq!(good["nics"][0]["is_vf"], true);
+    assert_eq!(good["worst_path"], "PXB");
+    assert_eq!(good["findings"].as_array().unwrap().len(), 0, "{good:#}");
+    let bad = &r["pods"][0]["containers"][0];
+    assert_eq!(bad["nics"][0]["rdma_device"], "mlx5_21");
+    assert_eq!(bad["worst_path"], "SYS");
+    assert_eq!(bad["numa_misaligned"], true);
+    let distance = bad["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "gpu-nic-distance")
+        .unwrap();
+    // Free devices unknown: the nearest on the whole node is named.
+    let summary = distance["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(
+            "while mlx5_0 (0000:18:00.0) is PXB from it: its VF sits under a different PCIe switch"
+        ),
+        "{summary}"
+    );
+    assert!(
+        distance["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("allocate a VF of mlx5_0 (0000:18:00.0) instead")
+    );
+}
+
+#[test]
+fn unknown_and_foreign_ids_are_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut devices = each(
+        "nvidia.com/gpu",
+        &["GPU-6f6b81cb-de00-1def-28cd-99dec497708a"],
+        Some(0),
+    );
+    devices.extend(each("nvidia.com/sriov_x", &["0000:ee:00.2"], Some(0)));
+    let kubelet = Kubelet {
+        list: ListPodResourcesResponse {
+            pod_resources: vec![pod("train", "stray", devices, &[])],
+        },
+        allocatable: None,
+    };
+    let socket = serve(dir.path(), kubelet);
+    // The UUID is host-h100-sriov's, not h100-dgx's.
+    let out = audit(&fixture("h100-dgx"), &socket, &["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = json(&out);
+    let findings = r["pods"][0]["containers"][0]["findings"]
+        .as_array()
+        .unwrap();
+    assert_eq!(findings.len(), 2);
+    assert!(findings.iter().all(|f| f["check"] == "unknown-device"));
+}
+
+#[test]
+fn missing_socket_exits_3_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("nope/kubelet.sock");
+    let out = audit(&fixture("h100-dgx"), &socket, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&socket.display().to_string()), "{err}");
+    assert!(
+        err.contains("cannot reach the kubelet's PodResources socket"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_socket_that_never_answers_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("kubelet.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    // Accept and hold every connection without a byte in reply.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            held.push(conn);
+        }
+    });
+    let start = Instant::now();
+    let out = audit(&fixture("h100-dgx"), &socket, &["--timeout", "1s"]);
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not answer within 1s"), "{err}");
+    // Discovery of the root is in this time too.
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+#[test]
+fn an_oversized_reply_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // 17 MiB of device ids: past the 16 MiB the client decodes.
+    let ids: Vec<String> = (0..190_000).map(|n| format!("GPU-{n:090}")).collect();
+    let kubelet = Kubelet {
+        list: ListPodResourcesResponse {
+            pod_resources: vec![pod(
+                "train",
+                "flood",
+                vec![ContainerDevices {
+                    resource_name: "nvidia.com/gpu".into(),
+                    device_ids: ids,
+                    topology: None,
+                }],
+                &[],
+            )],
+        },
+        allocatable: None,
+    };
+    let socket = serve(dir.path(), kubelet);
+    let out = audit(&fixture("h100-dgx"), &socket, &["--timeout", "20s"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("List failed: OutOfRange"), "{err}");
+    assert!(err.contains(&socket.display().to_string()), "{err}");
+}
