@@ -5,6 +5,7 @@
 //! each with the NUMA node its plugin reported (`pkg/kubelet/cm/devicemanager/pod_devices.go`,
 //! `getContainerDevices`); the shared RDMA plugin reports no topology.
 #![cfg(feature = "kubelet")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use rdmatopo::sources::kubelet::proto::pod_resources_lister_server::{
     PodResourcesLister, PodResourcesListerServer,

@@ -182,7 +182,7 @@ impl<'a> Node<'a> {
         }
         let numa_misaligned = findings
             .iter()
-            .any(|f| f.check == "numa-affinity" && !f.skipped && f.severity >= Severity::Warning);
+            .any(|f| f.check == "numa-affinity" && !f.skipped && f.severity == Severity::Error);
         findings.extend(late);
         let cpu_nodes: Vec<u32> = topo
             .numa_nodes
