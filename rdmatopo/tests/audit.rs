@@ -446,3 +446,65 @@ fn an_oversized_reply_is_refused() {
     assert!(err.contains("List failed: OutOfRange"), "{err}");
     assert!(err.contains(&socket.display().to_string()), "{err}");
 }
+
+#[test]
+fn cluster_lists_the_fleets_misaligned_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), dgx_kubelet(true));
+    let reports = dir.path().join("reports");
+    std::fs::create_dir(&reports).unwrap();
+    let out = audit(
+        &fixture("h100-dgx"),
+        &socket,
+        &["--format", "json", "--node-name", "dgx-07"],
+    );
+    std::fs::write(reports.join("dgx-07.audit.json"), &out.stdout).unwrap();
+    let bin = env!("CARGO_BIN_EXE_rdmatopo");
+    let cluster = |extra: &[&str]| {
+        Command::new(bin)
+            .arg("cluster")
+            .arg(&reports)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // Audit reports alone.
+    let out = cluster(&["--format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&out);
+    let pods = r["misaligned_pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 1, "{r:#}");
+    assert_eq!(pods[0]["node"], "dgx-07");
+    assert_eq!(pods[0]["pod"], "bad-0");
+    assert_eq!(pods[0]["worst_path"], "SYS");
+    assert_eq!(pods[0]["severity"], "error");
+    // Beside an inventory report, both sections.
+    let inv = Command::new(bin)
+        .args([
+            "inventory",
+            "--format",
+            "json",
+            "--root",
+            &fixture("h100-dgx"),
+        ])
+        .output()
+        .unwrap();
+    std::fs::write(reports.join("dgx-07.json"), &inv.stdout).unwrap();
+    let out = cluster(&[]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.starts_with("rdmatopo cluster: 1 node, 1 agree, 0 differ"),
+        "{table}"
+    );
+    assert!(table.contains("Misaligned pods (k8s audit):"), "{table}");
+    assert!(
+        table.contains("dgx-07  train/bad-0  main       SYS   misaligned  error"),
+        "{table}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -94,6 +94,64 @@ pub struct FleetReport {
     /// Inputs that could not be read (filled in by the caller).
     #[serde(default)]
     pub unreadable: Vec<Unreadable>,
+    /// Containers that `k8s audit` reports (`rdmatopo.audit/1`) among the inputs
+    /// found misplaced ([`misaligned_pods`], filled in by the caller).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub misaligned_pods: Vec<MisalignedPod>,
+}
+
+/// A container of some node that its `k8s audit` report gave warnings or errors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MisalignedPod {
+    pub node: String,
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    /// The worst GPU-NIC class in the container (`SYS`), when it has both.
+    pub worst_path: Option<String>,
+    pub numa_misaligned: bool,
+    pub severity: crate::model::Severity,
+    /// The checks that found something, in report order.
+    pub checks: Vec<String>,
+}
+
+/// Every container with a warning or error in the audit reports of `nodes` (name,
+/// report), worst first, then in input order.
+pub fn misaligned_pods(
+    nodes: &[(String, crate::checks::audit::AuditReport)],
+) -> Vec<MisalignedPod> {
+    let mut out = Vec::new();
+    for (node, report) in nodes {
+        for pod in &report.pods {
+            for c in &pod.containers {
+                let real: Vec<_> = c.findings.iter().filter(|f| !f.skipped).collect();
+                let Some(severity) = real.iter().map(|f| f.severity).max() else {
+                    continue;
+                };
+                if severity == crate::model::Severity::Info {
+                    continue;
+                }
+                let mut checks: Vec<String> = Vec::new();
+                for f in &real {
+                    if !checks.contains(&f.check) {
+                        checks.push(f.check.clone());
+                    }
+                }
+                out.push(MisalignedPod {
+                    node: report.node.clone().unwrap_or_else(|| node.clone()),
+                    namespace: pod.namespace.clone(),
+                    pod: pod.name.clone(),
+                    container: c.name.clone(),
+                    worst_path: c.worst_path.clone(),
+                    numa_misaligned: c.numa_misaligned,
+                    severity,
+                    checks,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|m| std::cmp::Reverse(m.severity));
+    out
 }
 
 /// The most common value, ties going to the one seen first.
@@ -375,6 +433,7 @@ pub fn check(nodes: &[(String, NodeRails)]) -> FleetReport {
         },
         odd,
         unreadable: Vec::new(),
+        misaligned_pods: Vec::new(),
     }
 }
 

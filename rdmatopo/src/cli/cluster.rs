@@ -1,6 +1,7 @@
 //! `rdmatopo cluster FILE…|DIR`: do the rails of many nodes line up? Reads node
 //! reports (`rdmatopo inventory --format json`, snapshot archives, captured roots),
-//! prints the reference most nodes share and every node that differs.
+//! prints the reference most nodes share and every node that differs; with
+//! `k8s audit --format json` reports among them, also the fleet's misaligned pods.
 //! Exit 0: all agree; 1: some differ or could not be read; 3: none could be read.
 
 use super::{Format, Output, json};
@@ -8,6 +9,7 @@ use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::checks::cluster::{self, FleetReport, Unreadable};
 use rdmatopo::view::rails::NodeRails;
+use rdmatopo::checks::audit::AuditReport;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -77,18 +79,40 @@ fn inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-fn read_node(p: &Path) -> Result<NodeRails, String> {
+/// What one input holds.
+enum NodeInput {
+    Rails(NodeRails),
+    Audit(Box<AuditReport>),
+}
+
+/// The `schema` of a JSON report, read without parsing the rest.
+fn schema_of(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Tag {
+        schema: Option<String>,
+    }
+    serde_json::from_str::<Tag>(text).ok()?.schema
+}
+
+fn read_node(p: &Path) -> Result<NodeInput, String> {
     let topo = if p.is_file() && p.to_string_lossy().ends_with(".json") {
         let len = std::fs::metadata(p).map_err(|e| e.to_string())?.len();
         if len > MAX_REPORT_BYTES {
             return Err(format!("{len} bytes, more than a node report can be"));
         }
         let text = std::fs::read_to_string(p).map_err(|e| e.to_string())?;
+        if schema_of(&text).as_deref() == Some(rdmatopo::checks::audit::SCHEMA) {
+            return serde_json::from_str(&text)
+                .map(|r| NodeInput::Audit(Box::new(r)))
+                .map_err(|e| format!("not a k8s audit JSON report: {e}"));
+        }
         Topology::from_json(&text).map_err(|e| format!("not an inventory JSON report: {e}"))?
     } else {
         rdmatopo::discover(Some(p)).map_err(|e| e.to_string())?
     };
-    NodeRails::of(&topo).map_err(|e| e.to_string())
+    NodeRails::of(&topo)
+        .map(NodeInput::Rails)
+        .map_err(|e| e.to_string())
 }
 
 pub fn run(args: &ClusterArgs) -> Result<Output, String> {
@@ -107,23 +131,29 @@ pub fn run(args: &ClusterArgs) -> Result<Output, String> {
     }
 
     let mut nodes = Vec::new();
+    let mut audits = Vec::new();
     let mut unreadable = Vec::new();
     for (p, name) in files.iter().zip(names) {
         match read_node(p) {
-            Ok(rails) => nodes.push((name, rails)),
+            Ok(NodeInput::Rails(rails)) => nodes.push((name, rails)),
+            Ok(NodeInput::Audit(report)) => audits.push((name, *report)),
             Err(error) => unreadable.push(Unreadable {
                 node: name,
                 error: format!("{}: {error}", p.display()),
             }),
         }
     }
-    if nodes.is_empty() {
+    if nodes.is_empty() && audits.is_empty() {
         let why: Vec<String> = unreadable.iter().map(|u| u.error.clone()).collect();
         return Err(format!("no node report could be read: {}", why.join("; ")));
     }
     let mut report = cluster::check(&nodes);
     report.unreadable = unreadable;
-    let code = if report.odd.is_empty() && report.unreadable.is_empty() {
+    report.misaligned_pods = cluster::misaligned_pods(&audits);
+    let code = if report.odd.is_empty()
+        && report.unreadable.is_empty()
+        && report.misaligned_pods.is_empty()
+    {
         0
     } else {
         1
@@ -163,8 +193,55 @@ fn columns(rows: &[Vec<String>]) -> String {
     s
 }
 
+/// The containers audit reports found misplaced.
+fn misaligned_table(r: &FleetReport, s: &mut String) {
+    if !r.misaligned_pods.is_empty() {
+        s.push_str("\nMisaligned pods (k8s audit):\n");
+        let mut rows = vec![
+            [
+                "NODE",
+                "POD",
+                "CONTAINER",
+                "PATH",
+                "NUMA",
+                "SEVERITY",
+                "CHECKS",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        for m in &r.misaligned_pods {
+            rows.push(vec![
+                m.node.clone(),
+                format!("{}/{}", m.namespace, m.pod),
+                m.container.clone(),
+                m.worst_path.clone().unwrap_or_else(|| "-".into()),
+                if m.numa_misaligned {
+                    "misaligned"
+                } else {
+                    "ok"
+                }
+                .into(),
+                format!("{:?}", m.severity).to_lowercase(),
+                m.checks.join(","),
+            ]);
+        }
+        s.push_str(&columns(&rows));
+    }
+}
+
 fn table(r: &FleetReport) -> String {
     let mut s = String::new();
+    if r.nodes == 0 {
+        // Audit reports only: no rails to compare.
+        let _ = writeln!(
+            s,
+            "rdmatopo cluster: {} misaligned container(s) in the k8s audit reports",
+            r.misaligned_pods.len()
+        );
+        misaligned_table(r, &mut s);
+        return s;
+    }
     let differ = r.odd.len();
     let _ = writeln!(
         s,
@@ -260,6 +337,7 @@ fn table(r: &FleetReport) -> String {
         }
         s.push_str(&columns(&rows));
     }
+    misaligned_table(r, &mut s);
     if !r.unreadable.is_empty() {
         s.push_str("\nCould not read:\n");
         for u in &r.unreadable {
