@@ -206,17 +206,16 @@ def test_deploy_manifest_validates(path):
         validate(d)
 
 
-def check_daemonset(ds):
-    spec = ds["spec"]["template"]["spec"]
-    assert spec["automountServiceAccountToken"] is False
-    assert spec.get("hostPID") is not True and spec.get("hostIPC") is not True
-    (c,) = spec["containers"]
+def check_container_security(c):
     sc = c["securityContext"]
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["allowPrivilegeEscalation"] is False
     assert sc.get("privileged") is not True
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert "add" not in sc["capabilities"]
+
+
+def check_host_mounts(spec, c):
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     for path in ("/host/sys", "/host/proc"):
         assert mounts[path]["readOnly"] is True
@@ -224,6 +223,19 @@ def check_daemonset(ds):
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
     assert host[mounts["/host/sys"]["name"]] == "/sys"
     assert host[mounts["/host/proc"]["name"]] == "/proc"
+    return mounts, host
+
+
+def check_daemonset(ds):
+    """The NFD writer's arguments; the audit container is checked by check_audit."""
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert spec.get("hostPID") is not True and spec.get("hostIPC") is not True
+    containers = {c["name"]: c for c in spec["containers"]}
+    assert sorted(containers) == ["audit", "rdmatopo"]
+    c = containers["rdmatopo"]
+    check_container_security(c)
+    check_host_mounts(spec, c)
     writable = [m for m in c["volumeMounts"] if not m.get("readOnly")]
     assert [m["mountPath"] for m in writable] == ["/etc/kubernetes/node-feature-discovery/features.d"]
     args = c["args"]
@@ -231,6 +243,35 @@ def check_daemonset(ds):
     assert "--root=/host" in args
     write = next(a for a in args if a.startswith("--write="))
     assert write.startswith("--write=/etc/kubernetes/node-feature-discovery/features.d/")
+    return args
+
+
+TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
+
+
+def check_audit(ds):
+    """The audit container: the kubelet's socket directory read-only, the host's /sys
+    and /proc read-only, and only the textfile collector's directory writable."""
+    spec = ds["spec"]["template"]["spec"]
+    c = next(c for c in spec["containers"] if c["name"] == "audit")
+    check_container_security(c)
+    mounts, host = check_host_mounts(spec, c)
+    pr = mounts["/var/lib/kubelet/pod-resources"]
+    assert pr["readOnly"] is True
+    assert host[pr["name"]] == "/var/lib/kubelet/pod-resources"
+    writable = [m for m in c["volumeMounts"] if not m.get("readOnly")]
+    assert [m["mountPath"] for m in writable] == [TEXTFILE_DIR]
+    assert host[writable[0]["name"]] == TEXTFILE_DIR
+    args = c["args"]
+    assert args[:2] == ["k8s", "audit"]
+    assert "--root=/host" in args
+    assert "--format=prometheus" in args
+    assert "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock" in args
+    write = next(a for a in args if a.startswith("--write="))
+    # node-exporter's textfile collector reads *.prom files only.
+    assert write.startswith(f"--write={TEXTFILE_DIR}/") and write.endswith(".prom")
+    env = {e["name"]: e for e in c.get("env", [])}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     return args
 
 
@@ -248,6 +289,7 @@ def test_kustomize_renders_and_validates():
         if d["kind"] != "Namespace":
             assert d["metadata"]["namespace"] == "rdmatopo"
     check_daemonset(next(d for d in docs if d["kind"] == "DaemonSet"))
+    check_audit(next(d for d in docs if d["kind"] == "DaemonSet"))
 
 
 def test_daemonset_command_runs_against_a_fixture(tmp_path):
@@ -262,6 +304,39 @@ def test_daemonset_command_runs_against_a_fixture(tmp_path):
     labels = check_feature_file(target.read_text())
     assert labels["rdmatopo.io/rdma.rails"] == "8"
     assert "# +expiry-time=" in target.read_text()
+
+
+def test_daemonset_audit_command_runs_against_a_fixture(tmp_path):
+    """The audit container's arguments, pointed at a fixture, a saved kubelet answer
+    (one pod holding GPU4 with node 0's HCA) and a scratch textfile directory; the
+    metrics parsed by prometheus_client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    ds = next(d for d in yaml.safe_load_all((DEPLOY / "daemonset.yaml").read_text()) if d)
+    args = check_audit(ds)
+    allocation = tmp_path / "allocation.json"
+    allocation.write_text(json.dumps({"pods": [{
+        "namespace": "train", "name": "bad-0",
+        "containers": [{"name": "main", "cpu_ids": [60, 61], "devices": [
+            {"resource_name": "nvidia.com/gpu", "device_ids": ["4"], "numa_nodes": [1]},
+            {"resource_name": "rdma/hca_ibp24s0", "device_ids": ["0"]},
+        ]}],
+    }]}))
+    target = tmp_path / "rdmatopo-audit.prom"
+    args = [a for a in args if not a.startswith(("--root=", "--write=", "--interval=", "--pod-resources-socket="))]
+    out = rdmatopo(*args, f"--root={root('h100-dgx')}", f"--write={target}", f"--allocation={allocation}")
+    assert out.returncode == 2, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["allocation.json", "rdmatopo-audit.prom"]
+    samples = {
+        (s.name, s.labels.get("pod"), s.labels.get("severity")): s
+        for f in text_string_to_metric_families(target.read_text())
+        for s in f.samples
+    }
+    worst = samples[("rdmatopo_audit_container_worst_path_rank", "bad-0", None)]
+    assert worst.value == 6 and worst.labels["class"] == "SYS"
+    assert samples[("rdmatopo_audit_container_numa_misaligned", "bad-0", None)].value == 1
+    assert samples[("rdmatopo_audit_findings", None, "error")].value >= 1
+    assert samples[("rdmatopo_audit_pods", None, None)].value == 1
 
 
 # ---------------------------------------------------------------------------------

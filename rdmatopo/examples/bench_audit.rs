@@ -1,0 +1,241 @@
+//! Times `k8s audit`'s own work on a full node (for BENCHMARKS.md):
+//!
+//!     cargo run --release --example bench_audit -- fixtures/h100-dgx/root [ROUNDS]
+//!
+//! The node holds 110 pods (the kubelet's default `maxPods`): 8 training pods with one
+//! GPU each (by UUID, NUMA node reported) and a shared-RDMA pool slot, half of them on
+//! the wrong rail, plus 102 pods without devices. A fake kubelet (tonic, this crate's
+//! proto) serves them on a unix socket in a temp dir. Discovery runs once; then each
+//! step runs ROUNDS times (default 200): the PodResources exchange (`List` and
+//! `GetAllocatableResources` over the socket, a fresh runtime and connection each
+//! time, as the CLI does), the judging of every container, and the JSON and
+//! Prometheus texts. Minimum, median and maximum per run are printed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use rdmatopo::checks::audit::{AuditOptions, audit};
+use rdmatopo::sources::kubelet::{self, proto::*};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tonic::{Request, Response, Status};
+
+#[derive(Clone)]
+struct Kubelet {
+    list: ListPodResourcesResponse,
+    allocatable: AllocatableResourcesResponse,
+}
+
+#[tonic::async_trait]
+impl pod_resources_lister_server::PodResourcesLister for Kubelet {
+    async fn list(
+        &self,
+        _: Request<ListPodResourcesRequest>,
+    ) -> Result<Response<ListPodResourcesResponse>, Status> {
+        Ok(Response::new(self.list.clone()))
+    }
+    async fn get_allocatable_resources(
+        &self,
+        _: Request<AllocatableResourcesRequest>,
+    ) -> Result<Response<AllocatableResourcesResponse>, Status> {
+        Ok(Response::new(self.allocatable.clone()))
+    }
+    async fn get(
+        &self,
+        _: Request<GetPodResourcesRequest>,
+    ) -> Result<Response<GetPodResourcesResponse>, Status> {
+        Err(Status::unimplemented("get"))
+    }
+}
+
+fn stats(mut v: Vec<Duration>) -> String {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    format!(
+        "min {:.3} ms, median {:.3} ms, max {:.3} ms over {} runs",
+        ms(v[0]),
+        ms(v[v.len() / 2]),
+        ms(v[v.len() - 1]),
+        v.len()
+    )
+}
+
+fn time<T>(rounds: usize, mut f: impl FnMut() -> T) -> String {
+    let mut v = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        std::hint::black_box(f());
+        v.push(t.elapsed());
+    }
+    stats(v)
+}
+
+fn device(resource: &str, id: &str, numa: Option<i64>) -> ContainerDevices {
+    ContainerDevices {
+        resource_name: resource.into(),
+        device_ids: vec![id.into()],
+        topology: numa.map(|id| TopologyInfo {
+            nodes: vec![NumaNode { id }],
+        }),
+    }
+}
+
+fn node(topo: &rdmatopo::Topology) -> Kubelet {
+    // Each GPU's own rail, in GPU order on the dgx fixture.
+    let rails = [
+        "ibp24s0", "ibp64s0", "ibp79s0", "ibp94s0", "ibp154s0", "ibp192s0", "ibp206s0", "ibp220s0",
+    ];
+    let mut pods = Vec::new();
+    for (i, g) in topo.gpus.iter().enumerate() {
+        // Odd pods get the rail of the GPU on the other socket.
+        let rail = if i % 2 == 1 {
+            rails[(i + 4) % 8]
+        } else {
+            rails[i % 8]
+        };
+        let node = i64::from(g.numa_node.unwrap_or(0));
+        let first = 4 + 8 * i as i64;
+        pods.push(PodResources {
+            name: format!("train-{i}"),
+            namespace: "ml".into(),
+            containers: vec![ContainerResources {
+                name: "main".into(),
+                devices: vec![
+                    device(
+                        "nvidia.com/gpu",
+                        g.uuid.as_deref().unwrap_or("0"),
+                        Some(node),
+                    ),
+                    device(&format!("rdma/hca_{rail}"), &i.to_string(), None),
+                ],
+                cpu_ids: (first..first + 8).collect(),
+                memory: Vec::new(),
+                dynamic_resources: Vec::new(),
+            }],
+            cpu_ids: Vec::new(),
+            memory: Vec::new(),
+        });
+    }
+    while pods.len() < 110 {
+        let n = pods.len();
+        pods.push(PodResources {
+            name: format!("web-{n}"),
+            namespace: "default".into(),
+            containers: vec![
+                ContainerResources {
+                    name: "app".into(),
+                    ..Default::default()
+                },
+                ContainerResources {
+                    name: "sidecar".into(),
+                    ..Default::default()
+                },
+            ],
+            cpu_ids: Vec::new(),
+            memory: Vec::new(),
+        });
+    }
+    let mut devices: Vec<ContainerDevices> = topo
+        .gpus
+        .iter()
+        .map(|g| {
+            device(
+                "nvidia.com/gpu",
+                g.uuid.as_deref().unwrap_or("0"),
+                g.numa_node.map(i64::from),
+            )
+        })
+        .collect();
+    for rail in rails {
+        devices.push(ContainerDevices {
+            resource_name: format!("rdma/hca_{rail}"),
+            device_ids: (0..63).map(|n| n.to_string()).collect(),
+            topology: None,
+        });
+    }
+    Kubelet {
+        list: ListPodResourcesResponse {
+            pod_resources: pods,
+        },
+        allocatable: AllocatableResourcesResponse {
+            devices,
+            cpu_ids: (2..224).collect(),
+            memory: Vec::new(),
+        },
+    }
+}
+
+fn serve(socket: &Path, kubelet: Kubelet) {
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+            tonic::transport::Server::builder()
+                .add_service(pod_resources_lister_server::PodResourcesListerServer::new(
+                    kubelet,
+                ))
+                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+    });
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let root = args
+        .next()
+        .unwrap_or_else(|| "fixtures/h100-dgx/root".to_string());
+    let rounds: usize = args.next().map_or(Ok(200), |r| r.parse())?;
+    let topo = rdmatopo::discover(Some(Path::new(&root)))?;
+    let dir = tempfile::tempdir()?;
+    let socket = dir.path().join("kubelet.sock");
+    serve(&socket, node(&topo));
+    let timeout = Duration::from_secs(5);
+    let allocation = kubelet::read(&socket, timeout)?;
+    let report = audit(&topo, &allocation, &AuditOptions::default());
+    println!(
+        "{root}: {} pods, {} containers judged, {} errors, {} warnings",
+        report.summary.pods,
+        report.summary.containers_judged,
+        report.summary.errors,
+        report.summary.warnings
+    );
+    println!(
+        "kubelet exchange (List + GetAllocatableResources over the socket): {}",
+        time(rounds, || kubelet::read(&socket, timeout).unwrap())
+    );
+    println!(
+        "audit (judge every container): {}",
+        time(rounds, || audit(
+            &topo,
+            &allocation,
+            &AuditOptions::default()
+        ))
+    );
+    println!(
+        "JSON + Prometheus text: {}",
+        time(rounds, || {
+            (
+                serde_json::to_string_pretty(&report).unwrap(),
+                rdmatopo::export::prometheus::audit_metrics(&report),
+            )
+        })
+    );
+    println!(
+        "all three: {}",
+        time(rounds, || {
+            let a = kubelet::read(&socket, timeout).unwrap();
+            let r = audit(&topo, &a, &AuditOptions::default());
+            (
+                serde_json::to_string_pretty(&r).unwrap(),
+                rdmatopo::export::prometheus::audit_metrics(&r),
+            )
+        })
+    );
+    Ok(())
+}
