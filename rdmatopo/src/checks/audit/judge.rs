@@ -268,6 +268,8 @@ impl<'a> Node<'a> {
             return Vec::new();
         };
         let mut out = Vec::new();
+        // MIG devices of one GPU, or slots of one shared pool, are one device here.
+        let mut seen = HashSet::new();
         for pci in placed {
             let Some(f) = self.topo.pci_function(*pci) else {
                 continue;
@@ -275,11 +277,7 @@ impl<'a> Node<'a> {
             let Some(node) = numa_of(self.topo, f) else {
                 continue;
             };
-            if reported.contains(&node)
-                || out
-                    .iter()
-                    .any(|x: &Finding| x.summary.contains(&pci.to_string()))
-            {
+            if reported.contains(&node) || !seen.insert(*pci) {
                 continue;
             }
             out.push(
