@@ -131,6 +131,7 @@ fn nvml_facts() -> NvmlSnapshot {
                 current: true,
                 pending: true,
                 instances: 3,
+                uuids: vec!["MIG-5c0f2d1e-7a3b-5e8f-9b1c-2d3e4f5a6b7c".into()],
             }),
             pcie: Some(NvmlPcie {
                 max_gen: Some(5),

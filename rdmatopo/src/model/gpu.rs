@@ -59,6 +59,10 @@ pub struct MigMode {
     pub pending: bool,
     #[serde(default)]
     pub instances: u32,
+    /// UUIDs (`MIG-…`) of the MIG devices present (`nvmlDeviceGetMigDeviceHandleByIndex`,
+    /// then `nvmlDeviceGetUUID`): what the NVIDIA device plugin advertises for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uuids: Vec<String>,
 }
 
 /// PCIe link as NVML reports it.

@@ -148,10 +148,16 @@ fn read_gpu(nvml: &Nvml, dev: &Device, position: u32) -> Result<NvmlGpu, NvmlErr
     let pci = dev.pci_info()?;
     let mig_mode = dev.mig_mode().ok().map(|m| {
         let current = m.current == 1;
+        let (instances, uuids) = if current {
+            mig_devices(dev)
+        } else {
+            (0, Vec::new())
+        };
         MigMode {
             current,
             pending: m.pending == 1,
-            instances: if current { mig_instances(dev) } else { 0 },
+            instances,
+            uuids,
         }
     });
     let pcie = NvmlPcie {
@@ -183,12 +189,15 @@ fn read_gpu(nvml: &Nvml, dev: &Device, position: u32) -> Result<NvmlGpu, NvmlErr
     })
 }
 
-/// MIG devices present on a GPU in MIG mode (empty slots answer `NotFound`).
-fn mig_instances(dev: &Device) -> u32 {
+/// MIG devices present on a GPU in MIG mode (empty slots answer `NotFound`): how
+/// many, and the UUIDs of those that tell theirs.
+fn mig_devices(dev: &Device) -> (u32, Vec<String>) {
     let max = dev.mig_device_count().unwrap_or(0);
-    (0..max)
-        .filter(|&i| dev.mig_device_by_index(i).is_ok())
-        .count() as u32
+    let present: Vec<Device> = (0..max)
+        .filter_map(|i| dev.mig_device_by_index(i).ok())
+        .collect();
+    let uuids = present.iter().filter_map(|m| m.uuid().ok()).collect();
+    (present.len() as u32, uuids)
 }
 
 /// Every link the GPU answers for; a GPU without NVLink answers for none.

@@ -55,6 +55,8 @@ pub fn shared_pools(config: &SharedDevPluginConfig) -> SharedPools {
 pub struct IdMap {
     by_uuid: HashMap<String, PciAddr>,
     by_index: HashMap<u32, PciAddr>,
+    /// MIG device UUIDs (lower case) to their parent GPU, from NVML facts.
+    by_mig: HashMap<String, PciAddr>,
     /// Full resource name (`rdma/hca_ibp24s0`) to the HCA's PCI function.
     shared: HashMap<String, Result<PciAddr, String>>,
     gpu_functions: Vec<PciAddr>,
@@ -74,8 +76,14 @@ impl IdMap {
         // NVML's index when its facts are there, else PCI bus order (the same order).
         let mut by_index: HashMap<u32, PciAddr> =
             topo.gpus.iter().map(|g| (g.index, g.pci)).collect();
+        let mut by_mig = HashMap::new();
         if let Some(n) = &topo.nvml {
             for g in &n.gpus {
+                if let (Some(mig), Some(pci)) = (&g.mig_mode, g.pci()) {
+                    for u in &mig.uuids {
+                        by_mig.insert(u.to_ascii_lowercase(), pci);
+                    }
+                }
                 if let Some(pci) = g.pci() {
                     by_index.insert(g.index, pci);
                 }
@@ -112,6 +120,7 @@ impl IdMap {
         Self {
             by_uuid,
             by_index,
+            by_mig,
             shared,
             gpu_functions: topo.gpus.iter().map(|g| g.pci).collect(),
         }
@@ -144,8 +153,11 @@ impl IdMap {
                     )),
                 };
             }
+            if let Some(pci) = self.by_mig.get(&lower) {
+                return Mapped::Gpu(*pci);
+            }
             return Mapped::Unknown(format!(
-                "MIG device {id}: the node's NVML facts do not list MIG device UUIDs, so its parent GPU is unknown"
+                "MIG device {id}: the node's NVML facts list no such MIG device, so its parent GPU is unknown"
             ));
         }
         if let Ok(addr) = id.parse::<PciAddr>()

@@ -307,7 +307,7 @@ fn foreign_and_unknown_ids_are_findings_not_failures() {
     assert_eq!(unknown.len(), 5, "{unknown:#?}");
     assert!(unknown[0].contains("is not a GPU of this node"));
     assert!(unknown[1].contains("neither a GPU UUID nor the index"));
-    assert!(unknown[2].contains("do not list MIG device UUIDs"));
+    assert!(unknown[2].contains("list no such MIG device"));
     assert!(unknown[3].contains("PCI device 0000:ee:00.1 is not on this node"));
     assert!(unknown[4].contains("--rdma-shared-config"));
     assert_eq!(c.other_resources[0].resource, "example.com/fpga");
@@ -421,4 +421,37 @@ fn report_json_round_trips() {
     assert_eq!(back, r);
     let a: Allocation = serde_json::from_str(&serde_json::to_string(&alloc).unwrap()).unwrap();
     assert_eq!(a, alloc);
+}
+
+#[test]
+fn mig_uuids_map_to_their_parent_where_nvml_lists_them() {
+    let mut t = dgx().clone();
+    let parent = t.gpus[6].pci;
+    let mut gpu = crate::model::NvmlGpu::new(6, format!("0000{parent}"));
+    gpu.mig_mode = Some(crate::model::MigMode {
+        current: true,
+        pending: true,
+        instances: 1,
+        uuids: vec!["MIG-5C0F2D1E-7A3B-5E8F-9B1C-2D3E4F5A6B7C".into()],
+    });
+    t.nvml = Some(crate::model::NvmlSnapshot {
+        schema: crate::model::NvmlSnapshot::SCHEMA.into(),
+        driver_version: None,
+        cuda_driver_version: None,
+        gpus: vec![gpu],
+    });
+    let alloc = Allocation {
+        pods: vec![pod(
+            "mig",
+            vec![devices(
+                "nvidia.com/mig-1g.10gb",
+                &["MIG-5c0f2d1e-7a3b-5e8f-9b1c-2d3e4f5a6b7c"],
+                None,
+            )],
+            0..0,
+        )],
+        allocatable: None,
+    };
+    let r = audit(&t, &alloc, &AuditOptions::default());
+    assert_eq!(one(&r).gpus[0].pci, parent);
 }
