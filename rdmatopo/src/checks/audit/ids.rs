@@ -13,6 +13,10 @@
 //! - k8s-rdma-shared-dev-plugin: `0`…`rdmaHcaMax-1`, slots of one shared pool
 //!   (Mellanox/k8s-rdma-shared-dev-plugin `pkg/resources/server.go`, `strconv.Itoa(id)`):
 //!   the resource name, not the id, says which HCA it is.
+//! - DRA: NVIDIA/k8s-dra-driver-gpu (driver `gpu.nvidia.com`) names its devices
+//!   `gpu-<index>` and `gpu-<index>-mig-<profile>-<start>-<size>`
+//!   (`GpuInfo.CanonicalName`, `MigDeviceInfo.CanonicalName`), NVML indices again. Other DRA drivers' devices are listed,
+//!   not placed.
 
 use crate::export::k8s::SharedDevPluginConfig;
 use crate::model::Topology;
@@ -186,6 +190,25 @@ impl IdMap {
             ));
         }
         Mapped::Other
+    }
+}
+
+impl IdMap {
+    /// What a DRA claim's device is on this node.
+    pub fn map_claim(&self, driver: &str, device: &str) -> Mapped {
+        if driver != "gpu.nvidia.com" {
+            return Mapped::Other;
+        }
+        let index = device
+            .strip_prefix("gpu-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|n| n.parse::<u32>().ok());
+        match index.and_then(|i| self.by_index.get(&i)) {
+            Some(pci) => Mapped::Gpu(*pci),
+            None => Mapped::Unknown(format!(
+                "DRA device {driver}/{device} is not a GPU index of this node"
+            )),
+        }
     }
 }
 

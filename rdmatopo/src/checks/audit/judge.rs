@@ -140,12 +140,35 @@ impl<'a> Node<'a> {
             }
             late.extend(self.plugin_numa(pod, c, d, &placed));
         }
-        let dynamic_devices: Vec<String> = c
-            .dynamic_resources
-            .iter()
-            .flat_map(|claim| &claim.devices)
-            .map(|d| format!("{}/{}/{}", d.driver_name, d.pool_name, d.device_name))
-            .collect();
+        // DRA claims: NVIDIA GPUs are placed like device-plugin GPUs; the rest listed.
+        let mut dynamic_devices: Vec<String> = Vec::new();
+        for claim in &c.dynamic_resources {
+            for d in &claim.devices {
+                let name = format!("{}/{}/{}", d.driver_name, d.pool_name, d.device_name);
+                match self.ids.map_claim(&d.driver_name, &d.device_name) {
+                    Mapped::Gpu(pci) => {
+                        if let Some(g) = topo.gpus.iter().find(|g| g.pci == pci)
+                            && !gpus.iter().any(|a| a.pci == pci)
+                        {
+                            gpus.push(AuditGpu {
+                                resource: format!("claim {}/{}", claim.claim_namespace, claim.claim_name),
+                                device_id: d.device_name.clone(),
+                                index: g.index,
+                                pci,
+                                numa_node: g.numa_node,
+                            });
+                        }
+                    }
+                    Mapped::Unknown(why) => late.push(
+                        Finding::new("unknown-device", Severity::Warning, why)
+                            .with(format!("{} dynamic_resources", source(pod, c)), &name)
+                            .why("a device the audit cannot place on this node is left out of this container's judgement")
+                            .fix("check the DRA driver's ResourceSlices for this node against its GPUs (`kubectl get resourceslices`)"),
+                    ),
+                    _ => dynamic_devices.push(name),
+                }
+            }
+        }
         if gpus.is_empty() && nics.is_empty() && late.is_empty() && dynamic_devices.is_empty() {
             return None;
         }

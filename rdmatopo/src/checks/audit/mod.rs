@@ -96,7 +96,8 @@ pub struct AuditContainer {
     pub numa_misaligned: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_resources: Vec<OtherResource>,
-    /// DRA devices the kubelet reported (`driver/pool/device`); not mapped yet.
+    /// DRA devices the kubelet reported that the audit does not place
+    /// (`driver/pool/device`); NVIDIA DRA GPUs are among `gpus` instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dynamic_devices: Vec<String>,
     /// In the doctor's terms, worst first.

@@ -455,3 +455,49 @@ fn mig_uuids_map_to_their_parent_where_nvml_lists_them() {
     let r = audit(&t, &alloc, &AuditOptions::default());
     assert_eq!(one(&r).gpus[0].pci, parent);
 }
+
+#[test]
+fn dra_gpus_are_placed_and_other_claims_listed() {
+    use crate::model::allocation::{ClaimAllocation, ClaimDevice};
+    let t = dgx();
+    let mut p = pod(
+        "dra",
+        vec![devices("rdma/hca_ibp154s0", &["0"], None)],
+        56..60,
+    );
+    let claim = |driver: &str, device: &str| ClaimDevice {
+        driver_name: driver.into(),
+        pool_name: "node-a".into(),
+        device_name: device.into(),
+        cdi_devices: vec![format!("k8s.gpu.nvidia.com/device={device}")],
+    };
+    p.containers[0].dynamic_resources = vec![ClaimAllocation {
+        claim_name: "gpus".into(),
+        claim_namespace: "train".into(),
+        devices: vec![
+            claim("gpu.nvidia.com", "gpu-4"),
+            claim("gpu.nvidia.com", "gpu-9"),
+            claim("net.example.com", "nic-0"),
+        ],
+    }];
+    let alloc = Allocation {
+        pods: vec![p],
+        allocatable: None,
+    };
+    let r = audit(t, &alloc, &AuditOptions::default());
+    let c = one(&r);
+    assert_eq!(c.gpus[0].index, 4);
+    assert_eq!(c.gpus[0].resource, "claim train/gpus");
+    assert_eq!(c.worst_path.as_deref(), Some("PXB"));
+    assert_eq!(c.dynamic_devices, ["net.example.com/node-a/nic-0"]);
+    let unknown: Vec<&str> = c
+        .findings
+        .iter()
+        .filter(|f| f.check == "unknown-device")
+        .map(|f| f.summary.as_str())
+        .collect();
+    assert_eq!(
+        unknown,
+        ["DRA device gpu.nvidia.com/gpu-9 is not a GPU index of this node"]
+    );
+}
