@@ -508,3 +508,22 @@ fn cluster_lists_the_fleets_misaligned_pods() {
     );
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn impossible_values_are_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet = Kubelet {
+        list: ListPodResourcesResponse {
+            pod_resources: vec![pod("train", "neg", Vec::new(), &[-1])],
+        },
+        allocatable: None,
+    };
+    let socket = serve(dir.path(), kubelet);
+    let out = audit(&fixture("h100-dgx"), &socket, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}: List answered CPU id -1", socket.display())),
+        "{err}"
+    );
+}

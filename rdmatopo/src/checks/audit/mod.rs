@@ -1,7 +1,7 @@
 //! `rdmatopo k8s audit`: every container of a node judged against the node's topology.
 //!
 //! The kubelet says what each container holds ([`Allocation`]); [`ids`] maps the
-//! device-plugin ids onto the node's GPUs and NICs; [`judge`] runs the doctor's own
+//! device-plugin ids onto the node's GPUs and NICs; `judge` runs the doctor's own
 //! placement checks (`numa-affinity`, `gpu-nic-distance`, `multi-rail`) on each
 //! container through [`Scope::assigned`](crate::checks::doctor::Scope::assigned), and
 //! adds what only the kubelet's view can show: `plugin-numa` (a plugin's NUMA node
