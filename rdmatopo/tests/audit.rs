@@ -527,3 +527,49 @@ fn impossible_values_are_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_saved_answer_is_judged_again_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), dgx_kubelet(false));
+    let live = audit(
+        &fixture("h100-dgx"),
+        &socket,
+        &["--format", "json", "--with-allocation"],
+    );
+    let saved = dir.path().join("node.json");
+    std::fs::write(&saved, &live.stdout).unwrap();
+    let replay = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .args([
+            "k8s",
+            "audit",
+            "--format",
+            "json",
+            "--root",
+            &fixture("h100-dgx"),
+        ])
+        .arg("--allocation")
+        .arg(&saved)
+        .output()
+        .unwrap();
+    assert_eq!(replay.status.code(), live.status.code());
+    let mut a = json(&live);
+    a.as_object_mut().unwrap().remove("allocation");
+    assert_eq!(json(&replay), a);
+    // A report without the answer says so.
+    let bare = dir.path().join("bare.json");
+    std::fs::write(&bare, serde_json::to_vec(&a).unwrap()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .args([
+            "k8s",
+            "audit",
+            "--root",
+            &fixture("h100-dgx"),
+            "--allocation",
+        ])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("holds no `allocation`"));
+}

@@ -28,8 +28,8 @@ pub struct AuditArgs {
     /// The kubelet's PodResources socket.
     #[arg(long, value_name = "PATH", default_value = kubelet::DEFAULT_SOCKET)]
     pub pod_resources_socket: PathBuf,
-    /// Read the kubelet's answer from FILE (the `allocation` JSON of a previous
-    /// `--format json --with-allocation` run) instead of the socket.
+    /// Read the kubelet's answer from FILE instead of the socket: a report of
+    /// `--format json --with-allocation`, or its `allocation` object alone.
     #[arg(long, value_name = "FILE", conflicts_with = "pod_resources_socket")]
     pub allocation: Option<PathBuf>,
     /// Give up on the kubelet after this long (the whole exchange).
@@ -60,7 +60,21 @@ pub struct AuditArgs {
 fn allocation(a: &AuditArgs) -> Result<Allocation, String> {
     if let Some(path) = &a.allocation {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        return serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()));
+        let mut value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        // A report made with --with-allocation carries the answer under `allocation`.
+        if value.get("schema").and_then(|s| s.as_str()) == Some(audit::SCHEMA) {
+            value = value
+                .get_mut("allocation")
+                .map(serde_json::Value::take)
+                .ok_or_else(|| {
+                    format!(
+                        "{}: this audit report holds no `allocation` (made without --with-allocation)",
+                        path.display()
+                    )
+                })?;
+        }
+        return serde_json::from_value(value).map_err(|e| format!("{}: {e}", path.display()));
     }
     kubelet::read(&a.pod_resources_socket, a.timeout.into()).map_err(|e| e.to_string())
 }
