@@ -5,7 +5,6 @@
 
 mod support;
 use rdmatopo::checks::doctor::{self, Outcome, Report};
-use std::path::Path;
 
 fn report(name: &str) -> Report {
     let root = support::fixtures_dir().join(name).join("root");
