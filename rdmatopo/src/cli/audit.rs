@@ -3,8 +3,8 @@
 
 use super::{Output, RootArgs, json};
 use clap::{Args, ValueEnum};
-use rdmatopo::export::k8s::SharedDevPluginConfig;
 use rdmatopo::checks::audit::{self, AuditOptions, AuditReport};
+use rdmatopo::export::k8s::SharedDevPluginConfig;
 use rdmatopo::model::Severity;
 use rdmatopo::model::allocation::Allocation;
 use rdmatopo::sources::kubelet;
@@ -87,7 +87,7 @@ fn options(a: &AuditArgs) -> Result<AuditOptions, String> {
     let config: SharedDevPluginConfig =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(AuditOptions {
-        shared_pools: Some(audit::shared_pools(&config)),
+        shared_pools: Some(config.if_name_pools()),
     })
 }
 

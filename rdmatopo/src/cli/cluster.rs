@@ -7,9 +7,9 @@
 use super::{Format, Output, json};
 use clap::Args;
 use rdmatopo::Topology;
+use rdmatopo::checks::audit::AuditReport;
 use rdmatopo::checks::cluster::{self, FleetReport, Unreadable};
 use rdmatopo::view::rails::NodeRails;
-use rdmatopo::checks::audit::AuditReport;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};

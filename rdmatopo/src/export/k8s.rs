@@ -359,6 +359,23 @@ pub struct SharedDevPluginConfig {
 }
 
 impl SharedDevPluginConfig {
+    /// Full pool names (`rdma/hca_ibp24s0`) to the netdevs their `ifNames` selectors
+    /// name, as `k8s audit` places the plugin's slots (pools selected otherwise, by
+    /// vendor or driver, are left out).
+    pub fn if_name_pools(&self) -> Vec<(String, Vec<String>)> {
+        self.config_list
+            .iter()
+            .filter(|r| !r.selectors.if_names.is_empty())
+            .map(|r| {
+                let prefix = r.resource_prefix.as_deref().unwrap_or("rdma");
+                (
+                    format!("{prefix}/{}", r.resource_name),
+                    r.selectors.if_names.clone(),
+                )
+            })
+            .collect()
+    }
+
     /// The plugin's `ValidateConfigs` rules: a non-empty list, names of
     /// `[a-zA-Z0-9_]`, unique, and non-empty selectors.
     ///

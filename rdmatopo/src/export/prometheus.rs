@@ -6,9 +6,9 @@
 //! where a listening port is a port on the node itself (one more thing to firewall and
 //! to keep from colliding), while node-exporter already serves the node's metrics.
 
-use crate::view::affinity::PathClass;
 use crate::checks::audit::AuditReport;
 use crate::model::Severity;
+use crate::view::affinity::PathClass;
 use std::fmt::Write as _;
 
 /// A label value escaped as the format requires (`\\`, `\"`, `\n`).

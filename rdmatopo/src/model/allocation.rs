@@ -3,7 +3,7 @@
 //! `/var/lib/kubelet/pod-resources/kubelet.sock`) as plain owned data.
 //!
 //! Field names follow the kubelet's `api.proto` (vendored in `rdmatopo/proto/`); the
-//! gRPC client that fills them is [`crate::sources::kubelet`] (feature `kubelet`), and
+//! gRPC client that fills them is `sources::kubelet` (feature `kubelet`), and
 //! the JSON form lets a saved answer be judged offline.
 
 use serde::{Deserialize, Serialize};

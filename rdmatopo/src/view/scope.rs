@@ -20,7 +20,8 @@ pub struct GpuNics<'a> {
 
 /// What is being judged, wherever it is known from: this process's container
 /// evidence ([`Judging::this_process`]) or elsewhere, e.g. the kubelet's allocation of
-/// a pod (build the struct: exactly these GPUs, RDMA devices and CPUs).
+/// a pod (build the struct: exactly these GPUs, RDMA devices and CPUs; `k8s audit`
+/// does, with `own_environment: false` and its free NICs as `candidate_nics`).
 #[derive(Debug, Clone)]
 pub struct Judging<'a> {
     /// Host or container, and which kind.
@@ -33,6 +34,15 @@ pub struct Judging<'a> {
     pub hca_ownership_known: bool,
     /// The CPUs the judged side may run on, when known.
     pub cpus: Option<CpuSet>,
+    /// Where `cpus` came from: (logical path or named fact, the text there).
+    pub cpus_evidence: Vec<(String, String)>,
+    /// NIC functions the judged side could have been given (its own and the free
+    /// ones); `None`: every RDMA-capable NIC on the machine.
+    pub candidate_nics: Option<Vec<PciAddr>>,
+    /// The judged side's environment is this process's (`Topology::process.env`): its
+    /// `NCCL_IB_HCA` applies, and the ports NCCL would open beyond the compute rails
+    /// are judged. False for another container, whose environment is unknown.
+    pub own_environment: bool,
 }
 
 impl<'a> Judging<'a> {
@@ -77,8 +87,30 @@ impl<'a> Judging<'a> {
             hcas,
             hca_ownership_known,
             cpus: topo.process.usable_cpus(),
+            cpus_evidence: process_cpu_evidence(topo),
+            candidate_nics: None,
+            own_environment: true,
         }
     }
+}
+
+/// Where this process's usable CPU set came from.
+fn process_cpu_evidence(topo: &Topology) -> Vec<(String, String)> {
+    let p = &topo.process;
+    let mut out = Vec::new();
+    if let Some(a) = &p.cpus_allowed {
+        out.push((
+            "/proc/self/status".to_string(),
+            format!("Cpus_allowed_list: {a}"),
+        ));
+    }
+    if let Some(c) = &p.cgroup_cpuset {
+        out.push((
+            "cpuset.cpus.effective (cgroup of this process)".to_string(),
+            c.to_string(),
+        ));
+    }
+    out
 }
 
 /// The slice of the topology the doctor judges.
@@ -96,11 +128,16 @@ pub struct Scope<'a> {
     pub hca_ownership_known: bool,
     /// The CPUs the judged side may use, when known.
     pub cpus: Option<CpuSet>,
+    /// Where `cpus` came from ([`Judging::cpus_evidence`]).
+    pub cpus_evidence: Vec<(String, String)>,
+    /// [`Judging::own_environment`].
+    pub own_environment: bool,
+    candidate_nics: Option<Vec<PciAddr>>,
     /// Per judged GPU, the NIC(s) it would use.
     pub gpu_nics: Vec<GpuNics<'a>>,
     /// `NCCL_IB_HCA` as `rdmatopo nccl-env` recommends it, when the plan could be made.
     pub recommended_ib_hca: Option<String>,
-    /// This process's `NCCL_IB_HCA`, parsed.
+    /// The judged side's `NCCL_IB_HCA`, parsed (known only for this process).
     pub user_filter: Option<HcaFilter>,
     plan_filter: Option<HcaFilter>,
     /// Ports `rdmatopo nccl-env` leaves out of `NCCL_IB_HCA`, with its reasons.
@@ -115,6 +152,13 @@ impl<'a> Scope<'a> {
 
     /// Exactly the devices and CPUs of `judged`.
     pub fn judging(topo: &'a Topology, judged: Judging<'a>) -> Self {
+        let plan = Plan::compute(topo, &PlanOptions::default()).ok();
+        Self::judging_planned(topo, judged, plan.as_ref())
+    }
+
+    /// [`Scope::judging`] with the node's default `plan` made by the caller (once per
+    /// node when many sets are judged on it).
+    pub fn judging_planned(topo: &'a Topology, judged: Judging<'a>, plan: Option<&Plan>) -> Self {
         let Judging {
             context,
             host_network,
@@ -122,11 +166,11 @@ impl<'a> Scope<'a> {
             hcas,
             hca_ownership_known,
             cpus,
+            cpus_evidence,
+            candidate_nics,
+            own_environment,
         } = judged;
-        let plan = Plan::compute(topo, &PlanOptions::default()).ok();
-        let recommended = plan
-            .as_ref()
-            .and_then(|p| p.env.get("NCCL_IB_HCA").cloned());
+        let recommended = plan.and_then(|p| p.env.get("NCCL_IB_HCA").cloned());
         let mut scope = Self {
             topo,
             context,
@@ -135,15 +179,19 @@ impl<'a> Scope<'a> {
             hcas,
             hca_ownership_known,
             cpus,
+            cpus_evidence,
+            own_environment,
+            candidate_nics,
             gpu_nics: Vec::new(),
             recommended_ib_hca: recommended.clone(),
             user_filter: topo
                 .process
                 .env
                 .get("NCCL_IB_HCA")
+                .filter(|_| own_environment)
                 .and_then(|v| parse_nccl_ib_hca(v).ok()),
             plan_filter: recommended.and_then(|v| parse_nccl_ib_hca(&v).ok()),
-            plan_excluded: plan.map(|p| p.excluded).unwrap_or_default(),
+            plan_excluded: plan.map(|p| p.excluded.clone()).unwrap_or_default(),
         };
         scope.gpu_nics = scope
             .gpus
@@ -275,10 +323,13 @@ impl<'a> Scope<'a> {
     /// Every RDMA-capable NIC function on the machine, assigned or not: the functions
     /// behind RDMA devices with an ACTIVE port, and NVIDIA/Mellanox network functions
     /// (visible on the PCI bus even when their RDMA device is in another namespace).
+    /// Only the [`Judging::candidate_nics`] when they are given.
     pub fn machine_nics(&self) -> Vec<&'a PciFunction> {
+        let candidates = self.candidate_nics.as_ref();
         self.topo
             .pci
             .iter()
+            .filter(|f| candidates.is_none_or(|c| c.contains(&f.address)))
             .filter(|f| {
                 let devs: Vec<&RdmaDevice> = self
                     .topo

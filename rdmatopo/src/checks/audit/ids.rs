@@ -18,7 +18,6 @@
 //!   (`GpuInfo.CanonicalName`, `MigDeviceInfo.CanonicalName`), NVML indices again. Other DRA drivers' devices are listed,
 //!   not placed.
 
-use crate::export::k8s::SharedDevPluginConfig;
 use crate::model::Topology;
 use crate::parse::PciAddr;
 use std::collections::HashMap;
@@ -34,25 +33,10 @@ pub enum Mapped {
     Other,
 }
 
-/// Shared-RDMA pool names (without prefix) to the netdevs they select.
+/// Shared-RDMA pool names (with prefix: `rdma/hca_ibp24s0`) to the netdevs they select
+/// (`SharedDevPluginConfig::if_name_pools` in `export::k8s` reads them from the
+/// plugin's `config.json`).
 pub type SharedPools = Vec<(String, Vec<String>)>;
-
-/// The pools of a k8s-rdma-shared-dev-plugin `config.json` (its `ifNames` selectors;
-/// pools selected otherwise, by vendor or driver, are left out).
-pub fn shared_pools(config: &SharedDevPluginConfig) -> SharedPools {
-    config
-        .config_list
-        .iter()
-        .filter(|r| !r.selectors.if_names.is_empty())
-        .map(|r| {
-            let prefix = r.resource_prefix.as_deref().unwrap_or("rdma");
-            (
-                format!("{prefix}/{}", r.resource_name),
-                r.selectors.if_names.clone(),
-            )
-        })
-        .collect()
-}
 
 /// Lookup tables of one node, built once.
 #[derive(Debug)]

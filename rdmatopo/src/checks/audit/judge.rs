@@ -1,16 +1,18 @@
-//! One container's devices placed on the node and judged: the doctor's checks on an
-//! assigned scope, then what only the kubelet's answer can show.
+//! One container's devices placed on the node and judged: the doctor's checks on a
+//! scope of its allocation (`view::Judging`), then what only the kubelet's answer can
+//! show.
 
 use super::ids::{IdMap, Mapped};
 use super::{
     AuditContainer, AuditCpus, AuditGpu, AuditNic, AuditOptions, DOCTOR_CHECKS, OtherResource,
 };
-use crate::view::affinity::{PathClass, numa_of, path_class};
-use crate::checks::doctor::{Assigned, Finding, Scope, run_checks};
-use crate::view::plan::{Plan, PlanOptions};
+use crate::checks::doctor::{Finding, judge_only};
 use crate::model::allocation::{Allocation, ContainerAllocation, DeviceAllocation, PodAllocation};
 use crate::model::{Gpu, RdmaDevice, Severity, Topology};
 use crate::parse::{CpuSet, PciAddr};
+use crate::view::affinity::{PathClass, numa_of, path_class};
+use crate::view::plan::{Plan, PlanOptions};
+use crate::view::{Context, Judging, Scope};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What is computed once per node.
@@ -190,18 +192,21 @@ impl<'a> Node<'a> {
                 c.extend(free.iter().copied());
                 c
             });
-            let scope = Scope::assigned(
-                topo,
-                judged_gpus,
+            // The kubelet's allocation, not this process: its CPUs, the NICs it could
+            // still have been given, and an environment that is not ours to read.
+            let judged = Judging {
+                context: Context::Pod,
+                host_network: false,
+                gpus: judged_gpus,
                 hcas,
-                Assigned {
-                    cpus: cpus.clone(),
-                    cpus_evidence: (format!("{} cpu_ids", source(pod, c)), cpu_text.clone()),
-                    candidate_nics,
-                },
-                self.plan.as_ref(),
-            );
-            findings = run_checks(&scope, |id| DOCTOR_CHECKS.contains(&id)).0;
+                hca_ownership_known: true,
+                cpus: Some(cpus.clone()),
+                cpus_evidence: vec![(format!("{} cpu_ids", source(pod, c)), cpu_text.clone())],
+                candidate_nics,
+                own_environment: false,
+            };
+            let scope = Scope::judging_planned(topo, judged, self.plan.as_ref());
+            findings = judge_only(&scope, |id| DOCTOR_CHECKS.contains(&id)).findings;
         }
         let numa_misaligned = findings
             .iter()

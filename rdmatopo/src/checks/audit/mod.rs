@@ -3,7 +3,7 @@
 //! The kubelet says what each container holds ([`Allocation`]); [`ids`] maps the
 //! device-plugin ids onto the node's GPUs and NICs; `judge` runs the doctor's own
 //! placement checks (`numa-affinity`, `gpu-nic-distance`, `multi-rail`) on each
-//! container through [`Scope::assigned`](crate::checks::doctor::Scope::assigned), and
+//! container through a [`Judging`](crate::view::Judging) of its allocation, and
 //! adds what only the kubelet's view can show: `plugin-numa` (a plugin's NUMA node
 //! against sysfs) and `unknown-device` (ids that are not on this node).
 //!
@@ -20,7 +20,7 @@ use crate::model::allocation::Allocation;
 use crate::parse::PciAddr;
 use serde::{Deserialize, Serialize};
 
-pub use ids::{IdMap, Mapped, SharedPools, shared_pools};
+pub use ids::{IdMap, Mapped, SharedPools};
 
 /// Schema tag of the report's JSON.
 pub const SCHEMA: &str = "rdmatopo.audit/1";

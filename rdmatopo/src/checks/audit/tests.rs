@@ -375,7 +375,7 @@ fn shared_pools_from_the_plugins_config() {
     )
     .unwrap();
     let opts = AuditOptions {
-        shared_pools: Some(shared_pools(&config)),
+        shared_pools: Some(config.if_name_pools()),
     };
     let alloc = Allocation {
         pods: vec![pod(

@@ -7,25 +7,6 @@ use crate::view::affinity::{local_cpus, numa_of};
 
 const FIX: &str = "Kubernetes: kubelet topologyManagerPolicy: single-numa-node (topologyManagerScope: pod) with cpuManagerPolicy: static and a Guaranteed pod (integer CPU requests), so CPUs, GPU and NIC come from one NUMA node; outside Kubernetes: start each rank with `rdmatopo exec` (binds it to its GPU's local CPUs)";
 
-/// Where the usable CPU set came from.
-fn cpu_evidence(scope: &Scope) -> Vec<(String, String)> {
-    let p = &scope.topo.process;
-    let mut out = Vec::new();
-    if let Some(a) = &p.cpus_allowed {
-        out.push((
-            "/proc/self/status".to_string(),
-            format!("Cpus_allowed_list: {a}"),
-        ));
-    }
-    if let Some(c) = &p.cgroup_cpuset {
-        out.push((
-            "cpuset.cpus.effective (cgroup of this process)".to_string(),
-            c.to_string(),
-        ));
-    }
-    out
-}
-
 fn local_evidence(scope: &Scope, f: &PciFunction) -> (String, String) {
     match (&f.local_cpus, numa_of(scope.topo, f)) {
         (Some(l), _) => (
@@ -107,7 +88,7 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
                 usable.len()
             ))
             .with(lp, lv);
-        for (p, v) in cpu_evidence(scope) {
+        for (p, v) in &scope.cpus_evidence {
             finding = finding.with(p, v);
         }
         out.push(
@@ -149,7 +130,7 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
                 usable.len(),
                 list(&nodes_of(scope, &foreign))
             ));
-        for (p, v) in cpu_evidence(scope) {
+        for (p, v) in &scope.cpus_evidence {
             finding = finding.with(p, v);
         }
         out.push(finding

@@ -203,6 +203,10 @@ fn mixed(scope: &Scope, out: &mut Sink, rails: &[(&RdmaDevice, &Port)]) {
 /// `NCCL_IB_HCA` is unset and NCCL would also open ports that are not compute rails
 /// (another fabric, the front-end NIC, ports without a usable GID).
 fn unplanned(scope: &Scope, out: &mut Sink) {
+    // Another container's NCCL_IB_HCA is unknown (`k8s audit`).
+    if !scope.own_environment {
+        return;
+    }
     let extra = scope.unplanned_ports();
     if extra.is_empty() {
         return;
