@@ -7,6 +7,8 @@
 #![cfg(feature = "kubelet")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use rdmatopo::sources::kubelet::proto::pod_resources_lister_server::{
     PodResourcesLister, PodResourcesListerServer,
 };
@@ -77,7 +79,11 @@ fn serve(dir: &Path, kubelet: Kubelet) -> PathBuf {
 }
 
 fn fixture(name: &str) -> String {
-    format!("{}/../fixtures/{name}/root", env!("CARGO_MANIFEST_DIR"))
+    support::fixtures_dir()
+        .join(name)
+        .join("root")
+        .display()
+        .to_string()
 }
 
 fn audit(root: &str, socket: &Path, extra: &[&str]) -> Output {

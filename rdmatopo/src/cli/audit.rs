@@ -123,7 +123,7 @@ pub fn run(a: &AuditArgs) -> Result<Output, String> {
     };
     let write = |path: &Path| -> Result<i32, String> {
         let out = once(a)?;
-        super::k8s::write_atomically(path, &out.text)?;
+        super::files::write_atomically(path, &out.text)?;
         Ok(out.code)
     };
     let Some(every) = a.interval else {

@@ -6,6 +6,7 @@ mod cluster;
 mod diff;
 mod doctor;
 mod exec;
+mod files;
 mod generate;
 mod gids;
 mod inventory;

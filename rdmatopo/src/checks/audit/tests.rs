@@ -11,7 +11,7 @@ fn fixture(name: &str) -> Topology {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures")
         .join(name)
-        .join("root");
+        .join("root.tar.gz");
     crate::discover(Some(&root)).unwrap()
 }
 
