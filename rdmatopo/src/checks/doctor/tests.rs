@@ -904,3 +904,72 @@ fn judging_exactly_the_given_devices_and_cpus() {
     assert_eq!(outcome(&r, "numa-affinity"), Outcome::Ok);
     assert_eq!(run(&topo), judge(&Scope::of(&topo)));
 }
+
+#[test]
+fn judging_another_container_uses_its_evidence_candidates_and_no_environment() {
+    let discover = |m: &Machine| {
+        let fs = Sysfs::memory(m.tree.clone(), "test");
+        crate::Discoverer::new(&fs).discover().unwrap()
+    };
+    // Our NCCL_IB_HCA selects mlx5_0, which has no RoCE v2 IPv4 GID: an error for this
+    // process, but another container's environment is unknown, so the plan (which
+    // leaves mlx5_0 out) decides, and no "NCCL_IB_HCA is not set" is claimed for it.
+    let topo = discover(
+        &roce_without_ipv4_on_mlx5_0().set("/proc/self/environ", "NCCL_IB_HCA==mlx5_0,mlx5_1\0"),
+    );
+    let mine = judge(&Scope::of(&topo));
+    assert_eq!(outcome(&mine, "roce-gid"), Outcome::Error);
+    let other = crate::view::Judging {
+        own_environment: false,
+        ..crate::view::Judging::this_process(&topo)
+    };
+    let r = judge(&Scope::judging(&topo, other));
+    assert_eq!(
+        outcome(&r, "roce-gid"),
+        Outcome::Ok,
+        "{}",
+        summaries(&r, "roce-gid")
+    );
+    let topo = discover(&roce_without_ipv4_on_mlx5_0());
+    assert!(summaries(&judge(&Scope::of(&topo)), "multi-rail").contains("NCCL_IB_HCA is not set"));
+    let other = crate::view::Judging {
+        own_environment: false,
+        ..crate::view::Judging::this_process(&topo)
+    };
+    let s = summaries(&judge(&Scope::judging(&topo, other)), "multi-rail");
+    assert!(!s.contains("NCCL_IB_HCA"), "{s}");
+
+    // GPU0 with the far mlx5_1: mlx5_0 is offered as the better NIC only while it is
+    // a candidate (free); the CPUs' evidence is the one given.
+    let topo = discover(&host());
+    let far = |candidates: Option<Vec<crate::parse::PciAddr>>| crate::view::Judging {
+        gpus: vec![&topo.gpus[0]],
+        hcas: vec![&topo.rdma_devices[1]],
+        cpus: Some(crate::parse::parse_cpulist("8-15").unwrap()),
+        cpus_evidence: vec![("kubelet: ns/p container c cpu_ids".into(), "8-15".into())],
+        candidate_nics: candidates,
+        ..crate::view::Judging::this_process(&topo)
+    };
+    let mlx5_1 = topo.rdma_devices[1].pci.unwrap();
+    let r = judge(&Scope::judging(&topo, far(None)));
+    assert_eq!(outcome(&r, "gpu-nic-distance"), Outcome::Error);
+    assert!(summaries(&r, "gpu-nic-distance").contains("mlx5_0 (0000:04:00.0) is PIX"));
+    let numa = findings(&r, "numa-affinity");
+    assert!(
+        numa.iter().any(|f| f
+            .evidence
+            .iter()
+            .any(|e| e.path == "kubelet: ns/p container c cpu_ids" && e.value == "8-15")),
+        "{}",
+        summaries(&r, "numa-affinity")
+    );
+    assert!(
+        numa.iter()
+            .all(|f| f.evidence.iter().all(|e| e.path != "/proc/self/status"))
+    );
+    // Only its own NIC is a candidate: no better one to name, just no GPUDirect.
+    let r = judge(&Scope::judging(&topo, far(Some(vec![mlx5_1]))));
+    let s = summaries(&r, "gpu-nic-distance");
+    assert_eq!(outcome(&r, "gpu-nic-distance"), Outcome::Info, "{s}");
+    assert!(!s.contains("mlx5_0"), "{s}");
+}
