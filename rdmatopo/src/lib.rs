@@ -119,7 +119,7 @@ pub fn discover_scope(fs: &Sysfs, scope: Scope) -> Result<Topology, Error> {
     Ok(d.discover()?)
 }
 
-/// The inventory document (`rdmatopo.inventory/1`): the model's fields plus the
+/// The inventory document (`rdmatopo.inventory/2`): the model's fields plus the
 /// `container` view beside them, as `rdmatopo inventory --format json` prints it and as
 /// the Python and C bindings return it. [`Topology::from_json`] reads it back (the
 /// view is derived, so it is ignored on input).

@@ -147,7 +147,7 @@ static void test_json(rdmatopo_topology *t) {
     CHECK_STATUS(rdmatopo_topology_to_json(t, json, required, NULL), RDMATOPO_STATUS_OK);
     CHECK(strlen(json) == required - 1);
     CHECK(json[0] == '{' && json[required - 2] == '\n');
-    CHECK(contains(json, "\"schema\": \"rdmatopo.inventory/1\""));
+    CHECK(contains(json, "\"schema\": \"rdmatopo.inventory/2\""));
 
     /* Round trip through JSON gives the same JSON. */
     CHECK_STATUS(rdmatopo_topology_from_json(json, NULL), RDMATOPO_STATUS_NULL_ARGUMENT);

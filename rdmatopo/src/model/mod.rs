@@ -7,6 +7,7 @@ mod gpu;
 mod host;
 mod net;
 mod pci;
+mod pci_id;
 mod qos;
 mod rdma;
 
@@ -24,8 +25,15 @@ pub use rdma::{Gid, Port, RdmaDevice, VerbsDevice, VerbsPort, VerbsSnapshot};
 use crate::parse::PciAddr;
 use serde::{Deserialize, Serialize};
 
-/// Schema tag of [`Topology`]'s JSON.
-pub const INVENTORY_SCHEMA: &str = "rdmatopo.inventory/1";
+/// Schema tag of [`Topology`]'s JSON. Version 2 writes PCI ids and class as their
+/// sysfs text (`"0x10de"`) where version 1 wrote decimal numbers.
+pub const INVENTORY_SCHEMA: &str = "rdmatopo.inventory/2";
+
+/// Versions of the inventory schema [`Topology::from_json`] reads: this one and the one
+/// before (the README's N and N-1). Spelled apart from the prefix so that `--version`,
+/// which lists the ids the sources write, does not list version 1.
+const INVENTORY_VERSIONS_READ: [&str; 2] = ["2", "1"];
+const INVENTORY_SCHEMA_PREFIX: &str = "rdmatopo.inventory/";
 
 /// Everything rdmatopo learned about one machine (or one container's view of it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,11 +129,22 @@ impl Topology {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// Read the JSON contract back.
+    /// Read the JSON contract back, in this schema or the previous one (PCI ids as
+    /// numbers); the model read carries this schema's tag, as it now is in its form.
     ///
     /// # Errors
-    /// When the text is not a model of this schema.
+    /// When the text is not a model of either schema.
     pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(text)
+        let mut topo: Self = serde_json::from_str(text)?;
+        let version = topo.schema.strip_prefix(INVENTORY_SCHEMA_PREFIX);
+        if !version.is_some_and(|v| INVENTORY_VERSIONS_READ.contains(&v)) {
+            return Err(serde::de::Error::custom(format!(
+                "schema {:?} is not {INVENTORY_SCHEMA_PREFIX}{} (the versions this build reads)",
+                topo.schema,
+                INVENTORY_VERSIONS_READ.join(" or ")
+            )));
+        }
+        topo.schema = INVENTORY_SCHEMA.to_string();
+        Ok(topo)
     }
 }

@@ -68,15 +68,20 @@ pub struct PciFunction {
     /// The bridge directly above it; `None` when it sits on the host bridge.
     pub parent: Option<PciAddr>,
     pub role: PciRole,
-    /// `class` (`0x030200`).
+    /// `class` (`0x030200`); JSON writes that text.
+    #[serde(with = "super::pci_id::class")]
     pub class: u32,
-    /// `vendor`.
+    /// `vendor` (`0x10de`); JSON writes that text.
+    #[serde(with = "super::pci_id::id")]
     pub vendor: u16,
     /// `device`.
+    #[serde(with = "super::pci_id::id")]
     pub device: u16,
     /// `subsystem_vendor`.
+    #[serde(with = "super::pci_id::optional_id")]
     pub subsystem_vendor: Option<u16>,
     /// `subsystem_device`.
+    #[serde(with = "super::pci_id::optional_id")]
     pub subsystem_device: Option<u16>,
     /// Vendor name from the pci.ids database.
     pub vendor_name: Option<String>,
