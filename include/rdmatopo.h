@@ -230,7 +230,8 @@ typedef struct rdmatopo_gpu_info {
    */
   const char *name;
   /**
-   * NUMA node (`numa_node` of the function or its host bridge), -1 when unknown.
+   * NUMA node: `numa_node` of the function, else of its host bridge, else the one
+   * node its `local_cpulist` covers; -1 when unknown or when that is several nodes.
    */
   int32_t numa_node;
 } rdmatopo_gpu_info;
@@ -248,7 +249,8 @@ typedef struct rdmatopo_nic_info {
    */
   const char *pci_address;
   /**
-   * NUMA node of its PCI function, -1 when unknown or without one.
+   * NUMA node of its PCI function (the rule of `rdmatopo_gpu_info.numa_node`), -1
+   * when unknown, several, or without a function.
    */
   int32_t numa_node;
   /**

@@ -23,7 +23,8 @@ pub struct rdmatopo_gpu_info {
     pub uuid: *const c_char,
     /// Product name (NVML's, else the pci.ids name), or NULL when unknown.
     pub name: *const c_char,
-    /// NUMA node (`numa_node` of the function or its host bridge), -1 when unknown.
+    /// NUMA node: `numa_node` of the function, else of its host bridge, else the one
+    /// node its `local_cpulist` covers; -1 when unknown or when that is several nodes.
     pub numa_node: i32,
 }
 
@@ -35,7 +36,8 @@ pub struct rdmatopo_nic_info {
     pub name: *const c_char,
     /// PCI address (`0000:18:00.1`), or NULL for a software device (rxe, siw).
     pub pci_address: *const c_char,
-    /// NUMA node of its PCI function, -1 when unknown or without one.
+    /// NUMA node of its PCI function (the rule of `rdmatopo_gpu_info.numa_node`), -1
+    /// when unknown, several, or without a function.
     pub numa_node: i32,
     /// Whether the PCI function is an SR-IOV virtual function.
     pub is_virtual_function: bool,
@@ -118,7 +120,7 @@ impl rdmatopo_topology {
         Devices::of(&self.topo)
     }
 
-    fn gpu_info(&self, index: usize) -> Result<rdmatopo_gpu_info, FfiError> {
+    pub(crate) fn gpu_info(&self, index: usize) -> Result<rdmatopo_gpu_info, FfiError> {
         let (g, s) = self
             .topo
             .gpus

@@ -111,3 +111,31 @@ fn a_nul_in_a_model_string_is_a_parse_error_not_a_truncation() {
         assert!(err.message.contains("NUL"), "{}", err.message);
     }
 }
+
+/// The NUMA node the C accessors give a GPU is the NUMA Affinity column `rdmatopo topo`
+/// prints (one rule, `Topology::numa_affinity`): that node when it is one, -1 when the
+/// column is `N/A` or lists several.
+#[test]
+fn gpu_numa_nodes_match_the_topo_numa_affinity_column() {
+    let mut derived = 0;
+    for root in fixtures() {
+        let h = handle(&root);
+        let topo = h.topology();
+        let m = TopoMatrix::for_topology(topo);
+        for (i, g) in topo.gpus.iter().enumerate() {
+            let column = &m.numa_affinity[&format!("GPU{i}")];
+            let want = column.parse::<i32>().unwrap_or(-1);
+            let got = h.gpu_info(i).unwrap().numa_node;
+            assert_eq!(
+                got,
+                want,
+                "{}: GPU{i} NUMA Affinity {column}",
+                root.display()
+            );
+            let f = topo.pci_function(g.pci).unwrap();
+            derived += usize::from(f.numa_node.is_none() && got >= 0);
+        }
+    }
+    // fixtures/workstation-2gpu: numa_node -1, node 0 from local_cpulist.
+    assert!(derived >= 2, "no GPU took its node from its local CPUs");
+}

@@ -94,7 +94,8 @@ impl Gpu {
     fn uuid(&self) -> Option<&str> {
         self.gpu.uuid.as_deref()
     }
-    /// `numa_node` of the function (or of its host bridge).
+    /// `numa_node` of the function, else of its host bridge, else the one node its
+    /// `local_cpulist` covers; `None` when unknown or several.
     #[getter]
     fn numa_node(&self) -> Option<u32> {
         self.numa_node

@@ -587,12 +587,7 @@ pub(super) fn fill_gpus(topo: &mut Topology) {
                     uuid: facts
                         .and_then(|g| g.uuid.clone())
                         .or_else(|| procfs.and_then(|p| p.uuid.clone())),
-                    numa_node: f.numa_node.or_else(|| {
-                        topo.host_bridges
-                            .iter()
-                            .find(|h| h.name == f.host_bridge)?
-                            .numa_node
-                    }),
+                    numa_node: topo.numa_node_of(f),
                     local_cpus: f.local_cpus.clone(),
                     minor: facts
                         .and_then(|g| g.minor_number)

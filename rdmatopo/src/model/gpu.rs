@@ -12,7 +12,8 @@ pub struct Gpu {
     pub name: Option<String>,
     /// NVML UUID (`GPU-…`), or the one in `/proc/driver/nvidia/gpus/<bdf>/information`.
     pub uuid: Option<String>,
-    /// `numa_node` of the function (or of its host bridge).
+    /// `numa_node` of the function, else of its host bridge, else the one node its
+    /// `local_cpulist` covers (`Topology::numa_node_of`).
     pub numa_node: Option<u32>,
     /// `local_cpulist` of the function.
     pub local_cpus: Option<CpuSet>,

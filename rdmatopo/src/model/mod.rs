@@ -6,6 +6,7 @@ mod diagnostic;
 mod gpu;
 mod host;
 mod net;
+mod numa;
 mod pci;
 mod pci_id;
 mod qos;

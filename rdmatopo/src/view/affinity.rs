@@ -110,14 +110,11 @@ fn bridge_units(topo: &Topology, f: &PciFunction) -> Vec<PciAddr> {
     units
 }
 
-/// NUMA node of a function: its own `numa_node`, else its host bridge's.
+/// NUMA node of a function: its own `numa_node`, else its host bridge's, else the one
+/// node its `local_cpulist` covers ([`Topology::numa_node_of`], the rule `topo`, plan,
+/// doctor, C and Python share).
 pub fn numa_of(topo: &Topology, f: &PciFunction) -> Option<u32> {
-    f.numa_node.or_else(|| {
-        topo.host_bridges
-            .iter()
-            .find(|h| h.name == f.host_bridge)?
-            .numa_node
-    })
+    topo.numa_node_of(f)
 }
 
 /// The devices of `pool` with a PCI function nearest `from` by PCIe class, all that
@@ -319,7 +316,8 @@ pub struct TopoMatrix {
     cells: Vec<Option<PathClass>>,
     /// Per GPU: its local CPUs that this process may use.
     pub cpu_affinity: BTreeMap<String, String>,
-    /// Per GPU: its NUMA node, `N/A` when unknown.
+    /// Per GPU: its NUMA nodes as nvidia-smi lists them (`0`, `0-1`), `N/A` when
+    /// unknown ([`Topology::numa_affinity_text`]).
     pub numa_affinity: BTreeMap<String, String>,
 }
 
@@ -375,10 +373,7 @@ impl TopoMatrix {
                 None => local,
             };
             cpu_affinity.insert(d.name.clone(), cpus.to_string());
-            let numa = end
-                .as_ref()
-                .and_then(|e| e.numa)
-                .map_or("N/A".to_string(), |n| n.to_string());
+            let numa = f.map_or("N/A".to_string(), |f| topo.numa_affinity_text(f));
             numa_affinity.insert(d.name.clone(), numa);
         }
         Self {

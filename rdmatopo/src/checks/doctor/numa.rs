@@ -80,7 +80,10 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
             continue;
         }
         errors += 1;
-        let node = numa_of(topo, f).map_or("?".to_string(), |n| n.to_string());
+        let node = match topo.numa_affinity(f).is_empty() {
+            true => "?".to_string(),
+            false => topo.numa_affinity_text(f),
+        };
         let (lp, lv) = local_evidence(scope, f);
         let mut finding = out
             .error(format!(
