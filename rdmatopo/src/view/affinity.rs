@@ -314,7 +314,8 @@ pub struct TopoMatrix {
     /// `devices.len()²` cells, `(i, j)` at `i * devices.len() + j`. `None` only where
     /// a deserialized matrix lacks the cell.
     cells: Vec<Option<PathClass>>,
-    /// Per GPU: its local CPUs that this process may use.
+    /// Per GPU: its local CPUs that this process may use, as NVML's CPU affinity masks
+    /// them with the caller's; empty when none is (fixtures/pod-h100-misplaced/README.md).
     pub cpu_affinity: BTreeMap<String, String>,
     /// Per GPU: its NUMA nodes as nvidia-smi lists them (`0`, `0-1`), `N/A` when
     /// unknown ([`Topology::numa_affinity_text`]).
