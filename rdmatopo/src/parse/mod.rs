@@ -65,8 +65,24 @@ pub fn parse_dec<T: std::str::FromStr>(what: &'static str, text: &str) -> Result
         .map_err(|_| ParseError::new(what, text, "not a decimal number"))
 }
 
-/// Order names naturally: `mlx5_2` before `mlx5_10`.
+/// Order names naturally and without regard to case: `mlx5_2` before `mlx5_10`,
+/// `rocep1s0f0` before `roceP2p1s0f0`; names that differ only in case fall back to
+/// byte order, so the order stays total.
+///
+/// This is the order of RDMA devices everywhere, and so of `topo`'s NIC legend. Public
+/// `nvidia-smi topo -m` legends it reproduces: DGX Spark (GB10) `rocep1s0f0, rocep1s0f1,
+/// roceP2p1s0f0, roceP2p1s0f1` (PCI domain 0000 before 0002; a byte-wise comparison puts
+/// the capital `P` first); DGX H100 `mlx5_0` … `mlx5_9, mlx5_10, mlx5_11`; a VF-LAG host
+/// `mlx5_0` … `mlx5_31` (VFs) then `mlx5_bond_0` … `mlx5_bond_3`, although each bond's
+/// PF precedes its VFs in PCI order, so nvidia-smi does not number by PCI address. One
+/// public legend it does not reproduce: a host with udev-renamed devices listing
+/// `mlx5_ib0` … `mlx5_ib7` before `mlx5_eth0` … `mlx5_eth4`, which no name order gives
+/// (registration order would, but sysfs does not record it).
 pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    natural_cmp_case_blind(a, b).then_with(|| a.cmp(b))
+}
+
+fn natural_cmp_case_blind(a: &str, b: &str) -> std::cmp::Ordering {
     let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
     loop {
         match (x.first(), y.first()) {
@@ -85,8 +101,9 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
                 y = &y[ny..];
             }
             (Some(c), Some(d)) => {
+                let (c, d) = (c.to_ascii_lowercase(), d.to_ascii_lowercase());
                 if c != d {
-                    return c.cmp(d);
+                    return c.cmp(&d);
                 }
                 x = &x[1..];
                 y = &y[1..];
@@ -109,5 +126,31 @@ mod tests {
         let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_bond_0", "mlx5_1"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["mlx5_1", "mlx5_2", "mlx5_10", "mlx5_bond_0"]);
+    }
+
+    /// nvidia-smi's NIC legends (see `natural_cmp`): case plays no part.
+    #[test]
+    fn natural_order_is_nvidia_smis_nic_legend_order() {
+        let sorted = |names: &[&'static str]| {
+            let mut v = names.to_vec();
+            v.reverse();
+            v.sort_by(|a, b| natural_cmp(a, b));
+            v
+        };
+        // DGX Spark (GB10): PCI domain 0000 named `rocep…`, domain 0002 `roceP2…`.
+        let spark = ["rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1"];
+        assert_eq!(sorted(&spark), spark);
+        let vf_lag = [
+            "mlx5_0",
+            "mlx5_9",
+            "mlx5_10",
+            "mlx5_31",
+            "mlx5_bond_0",
+            "mlx5_bond_3",
+        ];
+        assert_eq!(sorted(&vf_lag), vf_lag);
+        // Names equal but for case keep one order.
+        assert_eq!(sorted(&["mlx5_A", "mlx5_a"]), ["mlx5_A", "mlx5_a"]);
+        assert_eq!(natural_cmp("roceP2", "roceP2"), std::cmp::Ordering::Equal);
     }
 }
