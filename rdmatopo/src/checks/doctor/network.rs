@@ -72,6 +72,28 @@ pub(crate) fn active_mtu(
     Some((m, netdev_mtu_path(&up.name), up.mtu?.to_string()))
 }
 
+/// The port's active MTU as far as an upper device in this namespace carrying its GIDs
+/// (a pod's macvlan) shows it, when the netdev behind the port is not visible: such a
+/// device's MTU never exceeds its lower device's (`macvlan_change_mtu` refuses more and
+/// `macvlan_device_event` lowers it with the lower device; `vlan_dev_change_mtu` the
+/// same), so the port runs at least at the IB MTU that MTU gives. Only 4096, the
+/// largest, settles it: the lower bound, the upper device's name and its MTU.
+fn active_mtu_through_upper<'a>(scope: &Scope<'a>, port: &'a Port) -> Option<(u32, &'a str, u32)> {
+    port.gids
+        .iter()
+        .filter_map(|g| g.netdev.as_deref())
+        .filter_map(|nd| {
+            let n = scope.topo.netdev(nd)?;
+            if !matches!(n.kind, NetdevKind::Virtual) {
+                return None;
+            }
+            let mtu = n.mtu?;
+            Some((roce_mtu(mtu)?, nd, mtu))
+        })
+        .max_by_key(|(floor, _, _)| *floor)
+        .filter(|(floor, _, _)| *floor >= 4096)
+}
+
 /// Ports to judge: the active ports of the compute fabric (all of its ports when
 /// none is active).
 fn judged_ports<'a>(scope: &Scope<'a>) -> Vec<(&'a RdmaDevice, &'a Port)> {
@@ -92,6 +114,7 @@ pub(super) fn mtu(scope: &Scope, out: &mut Sink) {
     }
     let mut mtus: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     let mut unknown = Vec::new();
+    let mut through_upper = Vec::new();
     for (dev, port) in &ports {
         let name = port_name(dev, port.number);
         match active_mtu(scope, dev, port) {
@@ -111,7 +134,15 @@ pub(super) fn mtu(scope: &Scope, out: &mut Sink) {
                     );
                 }
             }
-            None if port.link_layer == Some(LinkLayer::Ethernet) => unknown.push(name.clone()),
+            None if port.link_layer == Some(LinkLayer::Ethernet) => {
+                match active_mtu_through_upper(scope, port) {
+                    Some((m, nd, nm)) => {
+                        mtus.entry(m).or_default().push(name.clone());
+                        through_upper.push(format!("{name} from {nd} MTU {nm}"));
+                    }
+                    None => unknown.push(name.clone()),
+                }
+            }
             None => {}
         }
         // Netdevs carrying this port's GIDs in our namespace (macvlan/ipvlan in a pod).
@@ -186,7 +217,14 @@ pub(super) fn mtu(scope: &Scope, out: &mut Sink) {
             .iter()
             .map(|(m, names)| format!("active MTU {m} on {}", list(names)))
             .collect();
-        out.note(parts.join("; "));
+        let mut note = parts.join("; ");
+        if !through_upper.is_empty() {
+            note.push_str(&format!(
+                " ({}: the netdev behind the port is in another namespace, and a macvlan's MTU never exceeds its lower device's)",
+                through_upper.join(", ")
+            ));
+        }
+        out.note(note);
     }
 }
 

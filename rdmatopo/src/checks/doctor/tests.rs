@@ -508,6 +508,26 @@ fn mtu_1500_gives_active_mtu_1024() {
     assert_eq!(super::network::roce_mtu(200), None);
 }
 
+/// A pod's macvlan carries the port's GIDs while the PF netdev stays on the host: the
+/// macvlan's MTU bounds the PF's from below (`macvlan_change_mtu`), so 9000 there means
+/// the port runs at 4096, judged rather than skipped; 1450 leaves it unknown.
+#[test]
+fn mtu_judged_through_a_pods_macvlan() {
+    let r = roce().pod().report();
+    assert_eq!(outcome(&r, "mtu"), Outcome::Ok, "{}", summaries(&r, "mtu"));
+    let note = &r.checks.iter().find(|c| c.check == "mtu").unwrap().note;
+    assert!(
+        note.contains("active MTU 4096 on mlx5_0") && note.contains("from net1 MTU 9000"),
+        "{note}"
+    );
+    let low = roce()
+        .pod()
+        .set("/sys/devices/virtual/net/net1/mtu", "1450\n")
+        .report();
+    let s = summaries(&low, "mtu");
+    assert!(s.contains("active MTU of mlx5_0") && s.contains("net1"), "{s}");
+}
+
 #[test]
 fn mtu_pod_netdev_1450() {
     let r = roce()
