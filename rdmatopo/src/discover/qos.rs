@@ -72,8 +72,9 @@ pub(super) fn read_qos(ctx: &mut Ctx, topo: &mut Topology) {
             prio2buffer: ctx.attr(&join(&qos_dir, "prio2buffer"), true, parse_prio2buffer),
             buffers: ctx.attr(&join(&qos_dir, "buffer_size"), true, parse_buffer_size),
         };
-        // mlx5 creates `ecn/` and the buffer files on PF netdevs only (a VF's traffic
-        // leaves through its PF's port): only a PF's absence says anything.
+        // Current MLNX_OFED creates `ecn/` on PF netdevs only (`mlx5e_sysfs_create`
+        // returns before it for a VF); MLNX_OFED 4.x created it on VF netdevs too, and
+        // it is read above wherever it is. Only a PF's absence says anything.
         if roce && nd.kind == NetdevKind::Physical {
             if q.ecn.is_none() {
                 absent.ecn.push(ecn_dir);
@@ -340,7 +341,7 @@ mod tests {
         assert_eq!(d.len(), 3, "{d:#?}");
         assert_eq!(d[0].0, "/sys/class/infiniband/mlx5_0/tc/1/traffic_class");
         assert!(d[0].1.starts_with("2 RoCE port(s)"));
-        // Only the PF's netdev counts: VFs never have `ecn/`.
+        // Only the PF's netdev counts: a VF has `ecn/` under MLNX_OFED 4.x only.
         assert_eq!(d[1].0, "/sys/class/net/ens1np0/ecn");
         assert!(d[1].1.starts_with("1 RoCE PF"));
         assert_eq!(d[2].0, "/sys/class/net/ens1np0/qos/prio2buffer");

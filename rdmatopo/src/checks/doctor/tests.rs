@@ -525,7 +525,10 @@ fn mtu_judged_through_a_pods_macvlan() {
         .set("/sys/devices/virtual/net/net1/mtu", "1450\n")
         .report();
     let s = summaries(&low, "mtu");
-    assert!(s.contains("active MTU of mlx5_0") && s.contains("net1"), "{s}");
+    assert!(
+        s.contains("active MTU of mlx5_0") && s.contains("net1"),
+        "{s}"
+    );
 }
 
 #[test]
