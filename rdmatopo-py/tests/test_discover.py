@@ -38,7 +38,8 @@ def test_matrix_is_the_cli_topo(fixture_root: Path, cli: Path, view: str) -> Non
 
 def test_gpu_numa_node_falls_back_to_the_host_bridge() -> None:
     """A GPU whose function reports no node (`numa_node` -1) takes its host bridge's,
-    as C's `rdmatopo_gpu_info.numa_node` does (both ask the facade)."""
+    else the node its local CPUs cover, as C's `rdmatopo_gpu_info.numa_node` does (both
+    ask the facade, which asks `Topology::numa_node_of`)."""
     topo = rdmatopo.discover(FIXTURES / "h100-dgx" / "root")
     model = json.loads(topo.to_json())
     gpu = model["gpus"][0]
@@ -50,7 +51,11 @@ def test_gpu_numa_node_falls_back_to_the_host_bridge() -> None:
     edited = rdmatopo.Topology.from_json(json.dumps(model))
     assert edited.gpus[0].numa_node == 1
     assert "numa_node=1" in repr(edited.gpus[0])
+    # No node on the bridge either: the nodes its local CPUs cover (GPU 0's are node 0's).
     bridge["numa_node"] = None
+    by_cpus = rdmatopo.Topology.from_json(json.dumps(model))
+    assert by_cpus.gpus[0].numa_node == 0
+    function["local_cpus"] = None
     unknown = rdmatopo.Topology.from_json(json.dumps(model))
     assert unknown.gpus[0].numa_node is None
 
