@@ -16,7 +16,10 @@
 use rdmatopo::checks::audit::{AuditOptions, audit};
 use rdmatopo::sources::kubelet::{self, proto::*};
 use std::path::Path;
-use std::time::{Duration, Instant};
+#[path = "common/timing.rs"]
+mod timing;
+use std::time::Duration;
+use timing::time;
 use tonic::{Request, Response, Status};
 
 #[derive(Clone)]
@@ -45,28 +48,6 @@ impl pod_resources_lister_server::PodResourcesLister for Kubelet {
     ) -> Result<Response<GetPodResourcesResponse>, Status> {
         Err(Status::unimplemented("get"))
     }
-}
-
-fn stats(mut v: Vec<Duration>) -> String {
-    v.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    format!(
-        "min {:.3} ms, median {:.3} ms, max {:.3} ms over {} runs",
-        ms(v[0]),
-        ms(v[v.len() / 2]),
-        ms(v[v.len() - 1]),
-        v.len()
-    )
-}
-
-fn time<T>(rounds: usize, mut f: impl FnMut() -> T) -> String {
-    let mut v = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        let t = Instant::now();
-        std::hint::black_box(f());
-        v.push(t.elapsed());
-    }
-    stats(v)
 }
 
 fn device(resource: &str, id: &str, numa: Option<i64>) -> ContainerDevices {
