@@ -37,7 +37,7 @@ pub mod sources;
 pub mod sysfs;
 pub mod view;
 
-pub use discover::{CrossCheck, DiscoverError, Discoverer, Scope};
+pub use discover::{CrossCheck, DiscoverError, Discoverer, Focus, Narrowing, Scope};
 pub use model::Topology;
 pub use sysfs::Sysfs;
 
@@ -109,14 +109,61 @@ pub fn discover_fs(fs: &Sysfs) -> Result<Topology, Error> {
 /// # Errors
 /// When the root holds no sysfs.
 pub fn discover_scope(fs: &Sysfs, scope: Scope) -> Result<Topology, Error> {
+    discover_view(fs, scope, View::All)
+}
+
+/// Which devices a model read inside a container holds in full.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum View {
+    /// The devices this container owns, when that is certain: every other device is an
+    /// outline (`Topology::view` says which are whole). On a host, or where ownership is
+    /// uncertain, every device.
+    #[default]
+    Owned,
+    /// Every device visible, read in full (a host's read, `--all`).
+    All,
+}
+
+/// Discover an opened root for `scope`, inside a container narrowed to `view`: the
+/// view is decided first from cheap evidence (device nodes, `PCIDEVICE_*`, this
+/// namespace's netdevs, the driver's GPU list), then only its devices are read in full.
+/// Where `scope` is [`Scope::Affinity`] (a host's `topo`), a container is read with
+/// [`Scope::Container`] (its ownership header needs the netdevs).
+///
+/// # Errors
+/// When the root holds no sysfs.
+pub fn discover_view(fs: &Sysfs, scope: Scope, view: View) -> Result<Topology, Error> {
     let sources = sources::default_sources(fs);
     let mut d = Discoverer::new(fs)
         .scope(scope)
         .cross_check(checks::sources_check::check_sources);
+    if view == View::Owned {
+        d = d.narrow(discover::Narrowing {
+            in_container: |topo| view::Context::of(topo).is_container(),
+            container_scope: match scope {
+                Scope::Affinity => Scope::Container,
+                other => other,
+            },
+            focus: owned_focus,
+        });
+    }
     for s in &sources {
         d = d.source(s.as_ref());
     }
     Ok(d.discover()?)
+}
+
+/// The devices a container certainly owns, from an outline of the machine.
+fn owned_focus(topo: &Topology) -> Option<discover::Focus> {
+    let owned = view::container::ContainerView::of(topo);
+    (owned.context.is_container() && owned.certain).then(|| discover::Focus {
+        rdma_devices: owned.owned_rdma().into_iter().collect(),
+        functions: owned.owned_gpus().into_iter().collect(),
+        reason: format!(
+            "{}: the devices it owns are certain",
+            owned.context.describe()
+        ),
+    })
 }
 
 /// The inventory document (`rdmatopo.inventory/2`): the model's fields plus the

@@ -10,11 +10,15 @@ pub struct DoctorArgs {
     pub root: RootArgs,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Read every visible device in full, even inside a container (the default there
+    /// reads only the devices it owns, when that is certain; the answers are the same).
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Exit 0 clean, 1 warnings, 2 errors (3: could not run).
 pub fn run(args: &DoctorArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover()?;
+    let (_, topo) = args.root.discover_owned(args.all)?;
     let report = doctor::run(&topo);
     let text = match args.format {
         Format::Json => json(&report),

@@ -28,6 +28,10 @@ pub struct ExecArgs {
     /// Say on standard error what was set, kept and bound.
     #[arg(long)]
     pub print: bool,
+    /// Read every visible device in full, even inside a container (the default there
+    /// reads only the devices it owns, when that is certain; the answers are the same).
+    #[arg(long)]
+    pub all: bool,
     /// The command and its arguments.
     #[arg(
         required = true,
@@ -73,7 +77,7 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
 }
 
 fn plan(args: &ExecArgs, live: bool) -> Result<RankOutcome, String> {
-    let (_, topo) = args.root.discover()?;
+    let (_, topo) = args.root.discover_owned(args.all)?;
     // Live, the plan reads this process's own environment; a captured root brings its
     // own (as `nccl-env` reads it).
     let env: BTreeMap<String, String> = if live {

@@ -102,6 +102,20 @@ impl RootArgs {
         self.discover_scope(rdmatopo::Scope::Full)
     }
 
+    /// Discover everything, inside a container only its own devices in full unless
+    /// `all` (see `rdmatopo::discover_view`).
+    pub fn discover_owned(&self, all: bool) -> Result<(Sysfs, Topology), String> {
+        let fs = self.open()?;
+        let view = if all {
+            rdmatopo::View::All
+        } else {
+            rdmatopo::View::Owned
+        };
+        let topo =
+            rdmatopo::discover_view(&fs, rdmatopo::Scope::Full, view).map_err(|e| e.to_string())?;
+        Ok((fs, topo))
+    }
+
     /// Discover only what `scope` needs.
     pub fn discover_scope(&self, scope: rdmatopo::Scope) -> Result<(Sysfs, Topology), String> {
         let fs = self.open()?;

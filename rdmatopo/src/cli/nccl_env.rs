@@ -27,10 +27,14 @@ pub struct NcclEnvArgs {
     pub local_world_size: Option<u32>,
     #[arg(long, value_enum, default_value = "shell")]
     pub format: EnvFormat,
+    /// Read every visible device in full, even inside a container (the default there
+    /// reads only the devices it owns, when that is certain; the answers are the same).
+    #[arg(long)]
+    pub all: bool,
 }
 
 pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover()?;
+    let (_, topo) = args.root.discover_owned(args.all)?;
     let plan = Plan::compute(
         &topo,
         &PlanOptions {

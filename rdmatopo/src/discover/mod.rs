@@ -8,10 +8,11 @@ mod pci;
 mod qos;
 mod rdma;
 
-use crate::model::{Diagnostic, Severity, Topology};
-use crate::parse::ParseError;
+use crate::model::{DetailView, Diagnostic, Process, Severity, Topology};
+use crate::parse::{ParseError, PciAddr};
 use crate::sources::{FactSource, SourceError};
 use crate::sysfs::{Sysfs, SysfsError};
+use std::collections::BTreeSet;
 
 /// Discovery could not build any model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,12 +82,44 @@ impl Scope {
     }
 }
 
+/// The devices a container's answer is about, read in full while every other device
+/// stays an outline (see [`crate::model::DetailView`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Focus {
+    /// RDMA devices by name.
+    pub rdma_devices: BTreeSet<String>,
+    /// PCI functions (GPUs); the RDMA devices' functions, the PFs of VFs and the bridges
+    /// above them all are added by discovery.
+    pub functions: BTreeSet<PciAddr>,
+    /// Why, for the model's [`crate::model::DetailView::reason`].
+    pub reason: String,
+}
+
+/// How a container's read is narrowed to what it owns: decide the view first, then
+/// read. Discovery cannot judge ownership itself (that is the view floor's), so the
+/// caller hands the two questions in (`rdmatopo::discover_view` passes the container
+/// view's answers).
+#[derive(Debug, Clone, Copy)]
+pub struct Narrowing {
+    /// From the process facts alone: whether this is a container (else the read is
+    /// the scope's, unchanged).
+    pub in_container: fn(&Topology) -> bool,
+    /// The scope a container's answer needs (`topo` reads more in a container than
+    /// on a host: its ownership header).
+    pub container_scope: Scope,
+    /// From an outline of every device (names, functions, uverbs nodes, this
+    /// namespace's netdevs, the process view): the devices to read in full, or `None`
+    /// when ownership is not certain, and everything is read.
+    pub focus: fn(&Topology) -> Option<Focus>,
+}
+
 /// Builds a [`Topology`] from a root and optional NVML / verbs sources.
 pub struct Discoverer<'a> {
     fs: &'a Sysfs,
     sources: Vec<&'a dyn FactSource>,
     scope: Scope,
     cross_check: Option<CrossCheck>,
+    narrowing: Option<Narrowing>,
 }
 
 /// A check of the sources' facts against sysfs, run on the finished model of a
@@ -112,7 +145,15 @@ impl<'a> Discoverer<'a> {
             sources: Vec::new(),
             scope: Scope::Full,
             cross_check: None,
+            narrowing: None,
         }
+    }
+
+    /// Inside a container, read only what it owns (see [`Narrowing`]); on a host, or
+    /// where ownership is uncertain, the read is unchanged.
+    pub fn narrow(mut self, narrowing: Narrowing) -> Self {
+        self.narrowing = Some(narrowing);
+        self
     }
 
     /// Check the sources' facts against sysfs with `check` once a [`Scope::Full`]
@@ -144,14 +185,51 @@ impl<'a> Discoverer<'a> {
                 root: self.fs.label().to_string(),
             });
         }
-        let mut ctx = Ctx {
-            fs: self.fs,
-            diags: Vec::new(),
-            scope: self.scope,
+        let Some(narrowing) = self.narrowing.filter(|_| self.scope.reads_machine()) else {
+            return Ok(self.read(self.scope, false, None));
         };
+        // The process view first: it alone tells a container from a host.
+        let mut probe = Topology::empty(self.fs.label());
+        let mut ctx = Ctx::new(self.fs, self.scope);
+        host::read_process(&mut ctx, &mut probe);
+        let in_container = (narrowing.in_container)(&probe);
+        let read = (probe.process, ctx.diags);
+        if !in_container {
+            return Ok(self.read(self.scope, false, Some(read)));
+        }
+        let scope = narrowing.container_scope;
+        // The affinity scope reads a part of the process view; a container needs it all.
+        let read = (self.scope == scope || self.scope != Scope::Affinity).then_some(read);
+        let outline = self.read(scope, true, read);
+        let mut doubts = doubts(&outline);
+        if doubts.is_empty()
+            && let Some(focus) = (narrowing.focus)(&outline)
+        {
+            match self.complete(outline, scope, &focus) {
+                Ok(topo) => return Ok(topo),
+                Err(more) => doubts.extend(more),
+            }
+        }
+        // Uncertain: the whole machine, as without narrowing, saying why.
+        let mut topo = self.read(scope, false, None);
+        topo.diagnostics.extend(doubts);
+        Ok(topo)
+    }
+
+    /// Read the root for `scope`: every device in full, or (`outline`) every device in
+    /// outline for [`Narrowing::focus`] to choose from. `process`: the process view and
+    /// its diagnostics, already read for this scope.
+    fn read(
+        &self,
+        scope: Scope,
+        outline: bool,
+        process: Option<(Process, Vec<Diagnostic>)>,
+    ) -> Topology {
+        let mut ctx = Ctx::new(self.fs, scope);
+        ctx.outline = outline;
         // Narrow scopes never collect: loading libnvidia-ml would cost more than their
         // whole read.
-        let sources: &[&dyn FactSource] = if self.scope.reads_machine() {
+        let sources: &[&dyn FactSource] = if scope.reads_machine() {
             &self.sources
         } else {
             &[]
@@ -175,7 +253,7 @@ impl<'a> Discoverer<'a> {
                         .ok()
                 })
                 .flatten();
-            let mut topo = self.read_sysfs(&mut ctx);
+            let mut topo = Self::read_sysfs(&mut ctx, process);
             let mut collected = match helper {
                 Some(helper) => helper
                     .join()
@@ -204,44 +282,195 @@ impl<'a> Discoverer<'a> {
                     )),
                 }
             }
-            Ok(self.finish(ctx, topo))
+            self.finish(ctx, topo)
         })
     }
 
-    /// Everything sysfs and procfs hold for the scope.
-    fn read_sysfs(&self, ctx: &mut Ctx) -> Topology {
-        let mut topo = Topology::empty(self.fs.label());
-        if self.scope.reads_machine() {
+    /// Everything sysfs and procfs hold for the scope (`process`: read already).
+    fn read_sysfs(ctx: &mut Ctx, process: Option<(Process, Vec<Diagnostic>)>) -> Topology {
+        let mut topo = Topology::empty(ctx.fs.label());
+        if ctx.scope.reads_machine() {
             host::read_numa(ctx, &mut topo);
             host::read_host(ctx, &mut topo);
-            host::read_process(ctx, &mut topo);
+            match process {
+                Some((process, diags)) => {
+                    topo.process = process;
+                    ctx.diags.extend(diags);
+                }
+                None => host::read_process(ctx, &mut topo),
+            }
         }
         // RDMA devices before the PCI tree: the affinity scope reads their functions in
         // detail.
         rdma::read_rdma(ctx, &mut topo);
-        if self.scope.reads_machine() {
+        if ctx.scope.reads_machine() {
             pci::read_pci(ctx, &mut topo);
         }
         net::read_netdevs(ctx, &mut topo);
         rdma::link_port_netdevs(&mut topo);
-        if self.scope == Scope::Full {
+        if ctx.scope == Scope::Full && !ctx.outline {
             qos::read_qos(ctx, &mut topo);
         }
         topo
     }
 
-    /// GPUs from the PCI tree and the sources' facts, then the cross-checks.
+    /// GPUs from the PCI tree and the sources' facts, then the cross-checks (of a
+    /// complete model: an outline is completed first).
     fn finish(&self, mut ctx: Ctx, mut topo: Topology) -> Topology {
         pci::fill_gpus(&mut topo);
-        if self.scope == Scope::Full {
-            // Cross-checks need the link state and ports a narrower scope leaves out.
-            if let Some(check) = self.cross_check {
-                ctx.diags.extend(check(&topo));
-            }
+        if !ctx.outline {
+            self.run_cross_check(&mut ctx, &topo);
         }
         topo.diagnostics = ctx.diags;
         topo
     }
+
+    fn run_cross_check(&self, ctx: &mut Ctx, topo: &Topology) {
+        // Cross-checks need the link state and ports a narrower scope leaves out.
+        if ctx.scope == Scope::Full
+            && let Some(check) = self.cross_check
+        {
+            ctx.diags.extend(check(topo));
+        }
+    }
+
+    /// Read the devices of `focus` in full into an outline: RDMA devices' ports, GIDs
+    /// and attributes, their functions, the PFs of VFs and the bridges above them, and
+    /// (full scope) the QoS of those ports and netdevs.
+    /// `Err`: diagnostics saying why the outline cannot be trusted after all (a uverbs
+    /// node whose `ibdev` does not name its device).
+    fn complete(
+        &self,
+        mut topo: Topology,
+        scope: Scope,
+        focus: &Focus,
+    ) -> Result<Topology, Vec<Diagnostic>> {
+        let mut ctx = Ctx::new(self.fs, scope);
+        ctx.diags = std::mem::take(&mut topo.diagnostics);
+        let unconfirmed = rdma::read_focus(
+            &mut ctx,
+            &mut topo,
+            &focus.rdma_devices,
+            rdma::GidReads::Scope,
+        );
+        if !unconfirmed.is_empty() {
+            return Err(unconfirmed);
+        }
+        let mut functions = focus.functions.clone();
+        functions.extend(
+            topo.rdma_devices
+                .iter()
+                .filter(|d| focus.rdma_devices.contains(&d.name))
+                .filter_map(|d| d.pci),
+        );
+        // What `topo` needs of a function (the container scope) its outline gives
+        // once placed; the other scopes read the functions in full.
+        let detailed = if scope == Scope::Container {
+            pci::place(&mut ctx, &mut topo, &functions);
+            BTreeSet::new()
+        } else {
+            pci::read_focus(&mut ctx, &mut topo, functions)
+        };
+        net::settle_kinds(&mut topo);
+        // The RDMA devices of the PFs of its VFs: their ports carry the VFs' traffic
+        // (QoS, link state). Their GID tables name a netdev of this namespace only when
+        // one sits on the PF's function or bonds it; else they are not read at all.
+        let pfs: BTreeSet<PciAddr> = topo
+            .rdma_devices
+            .iter()
+            .filter(|d| focus.rdma_devices.contains(&d.name))
+            .filter_map(|d| topo.pci_function(d.pci?)?.physfn)
+            .collect();
+        let pf_devices: BTreeSet<String> = topo
+            .rdma_devices
+            .iter()
+            .filter(|_| scope == Scope::Full)
+            .filter(|d| d.pci.is_some_and(|a| pfs.contains(&a)))
+            .filter(|d| !focus.rdma_devices.contains(&d.name))
+            .map(|d| d.name.clone())
+            .collect();
+        let pf_netdev_here = topo
+            .netdevs
+            .iter()
+            .any(|n| n.bond.is_some() || n.pci.is_some_and(|a| pfs.contains(&a)));
+        let pf_gids = if pf_netdev_here {
+            rdma::GidReads::UpToNetdev
+        } else {
+            rdma::GidReads::Skip
+        };
+        let unconfirmed = rdma::read_focus(&mut ctx, &mut topo, &pf_devices, pf_gids);
+        if !unconfirmed.is_empty() {
+            return Err(unconfirmed);
+        }
+        rdma::link_port_netdevs(&mut topo);
+        if scope == Scope::Full {
+            qos::read_qos(&mut ctx, &mut topo);
+        }
+        pci::fill_gpus(&mut topo);
+        self.run_cross_check(&mut ctx, &topo);
+        topo.view = Some(DetailView {
+            rdma_devices: topo
+                .rdma_devices
+                .iter()
+                .filter(|d| focus.rdma_devices.contains(&d.name))
+                .map(|d| d.name.clone())
+                .collect(),
+            pf_rdma_devices: pf_devices.into_iter().collect(),
+            pci: detailed.into_iter().collect(),
+            reason: focus.reason.clone(),
+        });
+        topo.diagnostics = ctx.diags;
+        Ok(topo)
+    }
+}
+
+/// What in an outline says the container's evidence does not hold together, so that its
+/// view must not be narrowed: a uverbs node in `/dev/infiniband` that no RDMA device's
+/// verbs device is, a `PCIDEVICE_*` function missing from sysfs. Each a diagnostic
+/// naming the path.
+fn doubts(outline: &Topology) -> Vec<Diagnostic> {
+    let widened = |path: &str, why: String| {
+        Diagnostic::new(
+            Severity::Warning,
+            "view-widened",
+            Some(path),
+            format!("{why}; the whole machine is read instead of this container's devices"),
+        )
+    };
+    let mut out = Vec::new();
+    for node in outline
+        .process
+        .dev_infiniband
+        .iter()
+        .filter(|n| n.starts_with("uverbs"))
+    {
+        if !outline
+            .rdma_devices
+            .iter()
+            .any(|d| d.uverbs.as_deref() == Some(node.as_str()))
+        {
+            out.push(widened(
+                &format!("/dev/infiniband/{node}"),
+                format!("no RDMA device in /sys/class/infiniband has the verbs device {node}"),
+            ));
+        }
+    }
+    for (key, value) in &outline.process.env {
+        if !key.starts_with("PCIDEVICE_") || key.ends_with("_INFO") {
+            continue;
+        }
+        for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if let Ok(addr) = item.parse::<PciAddr>()
+                && outline.pci_function(addr).is_none()
+            {
+                out.push(widened(
+                    &format!("/sys/bus/pci/devices/{addr}"),
+                    format!("{key} names {addr}, which is not a PCI function here"),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// State shared by the readers: the root and the diagnostics collected so far.
@@ -249,9 +478,23 @@ pub(crate) struct Ctx<'a> {
     pub fs: &'a Sysfs,
     pub diags: Vec<Diagnostic>,
     pub scope: Scope,
+    /// Reading every device in outline, for a [`Narrowing`] to choose from.
+    pub outline: bool,
+    /// PCI functions an outline places beside those it finds itself.
+    pub outline_functions: BTreeSet<PciAddr>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(fs: &'a Sysfs, scope: Scope) -> Self {
+        Self {
+            fs,
+            diags: Vec::new(),
+            scope,
+            outline: false,
+            outline_functions: BTreeSet::new(),
+        }
+    }
+
     /// Read and parse an attribute. Missing: `None`, silently when `optional`.
     /// Unreadable or unparsable: `None` and a diagnostic naming the path.
     pub fn attr<T>(
@@ -348,7 +591,7 @@ impl Ctx<'_> {
             out.extend(items.iter().filter_map(|item| f(self, item)));
             return out;
         }
-        let (fs, scope) = (self.fs, self.scope);
+        let (fs, scope, outline) = (self.fs, self.scope, self.outline);
         let next = std::sync::atomic::AtomicUsize::new(0);
         // A quarter of what makes a thread worth starting: one GID-table-sized device,
         // or a few PCI functions.
@@ -357,9 +600,8 @@ impl Ctx<'_> {
         // diagnostics.
         let work = || {
             let mut ctx = Ctx {
-                fs,
-                diags: Vec::new(),
-                scope,
+                outline,
+                ..Ctx::new(fs, scope)
             };
             let mut chunks = Vec::new();
             loop {

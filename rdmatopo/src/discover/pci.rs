@@ -85,12 +85,15 @@ fn chain_of(path: &str) -> Option<Chain> {
     })
 }
 
-/// What the affinity scope reads a function for.
+/// What the affinity scope (and an outline) reads a function for.
 struct AffinityNeeds {
-    /// RDMA devices' functions, read in detail beside GPUs.
+    /// RDMA devices' functions, read in detail beside GPUs (in an outline: the
+    /// functions of this namespace's netdevs and of `PCIDEVICE_*` variables).
     nics: BTreeSet<PciAddr>,
     /// Ids of `/sys/devices/system/node`: a `numa_node` outside them is unknown.
     nodes: BTreeSet<u32>,
+    /// Read the `physfn` link of `nics` (an outline: ownership weighs VFs).
+    vf_links: bool,
 }
 
 impl AffinityNeeds {
@@ -102,11 +105,30 @@ impl AffinityNeeds {
 
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // In the affinity scope only GPUs and RDMA devices' functions are read in detail.
-    let needs: Option<AffinityNeeds> = (ctx.scope == Scope::Affinity).then(|| AffinityNeeds {
-        nics: topo.rdma_devices.iter().filter_map(|d| d.pci).collect(),
-        nodes: topo.numa_nodes.iter().map(|n| n.id).collect(),
-    });
-    let names = ctx.list(BUS_DIR);
+    let nodes = || topo.numa_nodes.iter().map(|n| n.id).collect();
+    let needs: Option<AffinityNeeds> = if ctx.outline {
+        // An outline for the ownership view: GPUs as in the affinity scope, and the
+        // functions this container names (its netdevs', `PCIDEVICE_*`) with their VF
+        // links; no RDMA function is read (a host has hundreds of VFs).
+        let mut nics = super::net::namespace_functions(ctx);
+        nics.extend(pcidevice_functions(topo));
+        nics.extend(ctx.outline_functions.iter().copied());
+        Some(AffinityNeeds {
+            nics,
+            nodes: nodes(),
+            vf_links: true,
+        })
+    } else {
+        (ctx.scope == Scope::Affinity).then(|| AffinityNeeds {
+            nics: topo.rdma_devices.iter().filter_map(|d| d.pci).collect(),
+            nodes: nodes(),
+            vf_links: false,
+        })
+    };
+    let names = match &needs {
+        Some(needs) if ctx.outline => outline_names(ctx, &needs.nics),
+        _ => ctx.list(BUS_DIR),
+    };
     let mut listed: Vec<(PciAddr, &String)> = Vec::with_capacity(names.len());
     for name in &names {
         match name.parse::<PciAddr>() {
@@ -222,19 +244,180 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     forget_unknown_numa_nodes(ctx, topo, &mut functions);
     topo.host_bridges = bridges
         .into_iter()
-        .map(|(name, path)| {
-            let numa_node = functions
-                .iter()
-                .filter(|f| f.host_bridge == name)
-                .find_map(|f| f.numa_node);
-            HostBridge {
-                name,
-                path,
-                numa_node,
-            }
+        .map(|(name, path)| HostBridge {
+            numa_node: host_bridge_node(&functions, &name),
+            name,
+            path,
         })
         .collect();
     topo.pci = functions;
+}
+
+/// The functions an outline places: the GPUs' (the functions the drivers that take
+/// NVIDIA GPUs hold: `nvidia`, `nouveau`, `vfio-pci`; every function on a machine without
+/// the `nvidia` driver, whose GPUs only their class tells) and `named` (this container's
+/// netdevs', `PCIDEVICE_*`), with the bridges above them; not the host's other
+/// functions (its NICs and their VFs: hundreds on an SR-IOV host).
+fn outline_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Vec<String> {
+    const GPU_DRIVERS: [&str; 3] = ["nvidia", "nouveau", "vfio-pci"];
+    const DRIVERS_DIR: &str = "/sys/bus/pci/drivers";
+    if !ctx.fs.exists(&join(DRIVERS_DIR, "nvidia")) {
+        return ctx.list(BUS_DIR);
+    }
+    let mut wanted: BTreeSet<PciAddr> = named
+        .iter()
+        .copied()
+        .filter(|a| ctx.fs.exists(&join(BUS_DIR, &a.to_string())))
+        .collect();
+    for driver in GPU_DRIVERS {
+        let bound = ctx
+            .fs
+            .list_opt(&join(DRIVERS_DIR, driver))
+            .unwrap_or_default();
+        wanted.extend(bound.iter().filter_map(|n| n.parse::<PciAddr>().ok()));
+    }
+    wanted.iter().map(PciAddr::to_string).collect()
+}
+
+/// A host bridge's node: that of its first function (in address order) that knows one.
+fn host_bridge_node(functions: &[PciFunction], host_bridge: &str) -> Option<u32> {
+    functions
+        .iter()
+        .filter(|f| f.host_bridge == host_bridge)
+        .find_map(|f| f.numa_node)
+}
+
+/// The functions `PCIDEVICE_<PREFIX>_<NAME>` variables (SR-IOV and RDMA device plugins)
+/// name: what a container was given.
+fn pcidevice_functions(topo: &Topology) -> BTreeSet<PciAddr> {
+    topo.process
+        .env
+        .iter()
+        .filter(|(k, _)| k.starts_with("PCIDEVICE_") && !k.ends_with("_INFO"))
+        .flat_map(|(_, v)| v.split(','))
+        .filter_map(|item| item.trim().parse().ok())
+        .collect()
+}
+
+/// Place `functions` the outline left out (with the bridges above them), outlined as
+/// it outlines; the outline's own few reads are repeated, not its diagnostics.
+pub(super) fn place(ctx: &mut Ctx, topo: &mut Topology, functions: &BTreeSet<PciAddr>) {
+    let missing: Vec<PciAddr> = functions
+        .iter()
+        .copied()
+        .filter(|a| topo.pci_function(*a).is_none())
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let outline = ctx.outline;
+    ctx.outline = true;
+    ctx.outline_functions.extend(missing);
+    let said = ctx.diags.len();
+    read_pci(ctx, topo);
+    ctx.diags.truncate(said);
+    ctx.outline = outline;
+}
+
+/// Read the functions `seeds` in full in place of their outlines, with the PFs of
+/// those that are VFs and every bridge above them all, as a whole read reads them; then
+/// the nodes of their host bridges. Returns the functions read.
+pub(super) fn read_focus(
+    ctx: &mut Ctx,
+    topo: &mut Topology,
+    seeds: BTreeSet<PciAddr>,
+) -> BTreeSet<PciAddr> {
+    // Functions the outline did not place (RDMA devices' functions), then the PFs of
+    // those that are VFs.
+    place(ctx, topo, &seeds);
+    let mut wanted: BTreeSet<PciAddr> = BTreeSet::new();
+    let mut pfs: BTreeSet<PciAddr> = BTreeSet::new();
+    for addr in seeds {
+        let Some(f) = topo.pci_function(addr) else {
+            continue;
+        };
+        wanted.insert(addr);
+        if let Some(pf) = ctx
+            .fs
+            .link_name(&join(&f.path, "physfn"))
+            .ok()
+            .and_then(|n| n.parse::<PciAddr>().ok())
+        {
+            pfs.insert(pf);
+        }
+    }
+    place(ctx, topo, &pfs);
+    wanted.extend(
+        pfs.into_iter()
+            .filter(|pf| topo.pci_function(*pf).is_some()),
+    );
+    let above: Vec<PciAddr> = wanted
+        .iter()
+        .flat_map(|a| topo.ancestors(*a))
+        .map(|f| f.address)
+        .collect();
+    wanted.extend(above);
+    let items: Vec<(usize, PciAddr, String, Place)> = wanted
+        .iter()
+        .filter_map(|a| {
+            let i = topo.pci.binary_search_by(|f| f.address.cmp(a)).ok()?;
+            let f = &topo.pci[i];
+            Some((i, *a, f.path.clone(), (f.host_bridge.clone(), f.parent)))
+        })
+        .collect();
+    let read: Vec<(usize, PciFunction)> = ctx.par_filter_map(
+        &items,
+        super::FUNCTIONS_PER_THREAD,
+        |ctx, (i, addr, path, place)| {
+            let origin = || join(BUS_DIR, &addr.to_string());
+            let class = read_class(ctx, path, origin)?;
+            Some((
+                *i,
+                read_function(ctx, *addr, path, class, None, place, None)?,
+            ))
+        },
+    );
+    let mut functions = std::mem::take(&mut topo.pci);
+    let mut detailed = BTreeSet::new();
+    for (i, f) in read {
+        detailed.insert(f.address);
+        functions[i] = f;
+    }
+    forget_unknown_numa_nodes(
+        ctx,
+        topo,
+        functions
+            .iter_mut()
+            .filter(|f| detailed.contains(&f.address)),
+    );
+    assign_roles(&mut functions);
+    // The nodes of the host bridges above what was read, as a whole read finds them:
+    // the first function that knows one, reading the nodes of outlines on the way
+    // (usually none: the first function is the root port, read above).
+    let bridges: BTreeSet<String> = functions
+        .iter()
+        .filter(|f| detailed.contains(&f.address))
+        .map(|f| f.host_bridge.clone())
+        .collect();
+    for hb in &bridges {
+        for f in functions.iter_mut().filter(|f| &f.host_bridge == hb) {
+            if !detailed.contains(&f.address) && f.numa_node.is_none() {
+                f.numa_node = ctx
+                    .attr(&join(&f.path, "numa_node"), true, parse_numa_node)
+                    .flatten();
+            }
+            if f.numa_node.is_some() {
+                break;
+            }
+        }
+    }
+    for h in &mut topo.host_bridges {
+        if bridges.contains(&h.name) {
+            h.numa_node = host_bridge_node(&functions, &h.name);
+        }
+    }
+    topo.pci = functions;
+    detailed
 }
 
 /// The affinity scope reads `numa_node` of GPUs and NICs only. A host bridge's node
@@ -268,11 +451,15 @@ fn read_host_bridge_numa(ctx: &mut Ctx, functions: &mut [PciFunction], needs: &A
 /// A `numa_node` naming no node in `/sys/devices/system/node` (broken firmware tables,
 /// hand-edited captures): warn, and treat it as unknown so affinity falls back to the
 /// host bridge's node instead of calling every path SYS.
-fn forget_unknown_numa_nodes(ctx: &mut Ctx, topo: &Topology, functions: &mut [PciFunction]) {
+fn forget_unknown_numa_nodes<'f>(
+    ctx: &mut Ctx,
+    topo: &Topology,
+    functions: impl IntoIterator<Item = &'f mut PciFunction>,
+) {
     if topo.numa_nodes.is_empty() {
         return; // nothing to check against (a capture without the node directory)
     }
-    for f in functions.iter_mut() {
+    for f in functions {
         if let Some(n) = f.numa_node
             && topo.numa_node(n).is_none()
         {
@@ -378,7 +565,7 @@ fn read_function(
             max_width: ctx.attr(&at("max_link_width"), true, width),
         }
     };
-    let physfn = full
+    let physfn = (full || (is_nic && needs.is_some_and(|n| n.vf_links)))
         .then(|| ctx.fs.link_name(&at("physfn")).ok())
         .flatten()
         .and_then(|n| n.parse().ok());

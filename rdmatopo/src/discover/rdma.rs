@@ -1,19 +1,22 @@
 //! RDMA devices (`/sys/class/infiniband`), their ports and GID tables.
 
 use super::{Ctx, Scope};
-use crate::model::{Gid, Port, RdmaDevice, Topology};
+use crate::model::{Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
 use crate::parse::natural_cmp;
 use crate::parse::{
     LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
     parse_link_layer, parse_phys_state, parse_port_state, parse_rate,
 };
 use crate::sysfs::join;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const CLASS_DIR: &str = "/sys/class/infiniband";
 const VERBS_DIR: &str = "/sys/class/infiniband_verbs";
 
 pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
+    if ctx.outline {
+        return read_outlines(ctx, topo);
+    }
     let uverbs = if ctx.scope.reads_details() {
         uverbs_by_device(ctx)
     } else {
@@ -40,6 +43,81 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     topo.rdma_devices = devices;
 }
 
+/// Every device in outline: name, PCI function and uverbs node, from links alone (no
+/// file is opened). The uverbs node is the one whose class device hangs under the same
+/// parent (`<function>/infiniband_verbs/uverbsN` beside `<function>/infiniband/mlx5_N`);
+/// its `ibdev` is read once the device is chosen ([`read_focus`]).
+fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
+    let verbs = ctx.list(VERBS_DIR);
+    let by_parent: BTreeMap<String, String> = verbs
+        .into_iter()
+        .filter(|n| n.starts_with("uverbs"))
+        .filter_map(|n| {
+            let real = ctx.fs.resolve_for_reads(&join(VERBS_DIR, &n)).ok()?;
+            let (parent, _) = real.rsplit_once("/infiniband_verbs/")?;
+            Some((parent.to_string(), n))
+        })
+        .collect();
+    let names = ctx.list(CLASS_DIR);
+    let mut devices: Vec<RdmaDevice> = names
+        .into_iter()
+        .map(|name| {
+            let real = ctx.fs.resolve_for_reads(&join(CLASS_DIR, &name)).ok();
+            let pci = real.as_deref().and_then(function_of_class_device);
+            let uverbs = real
+                .as_deref()
+                .and_then(|r| r.rsplit_once("/infiniband/"))
+                .and_then(|(parent, _)| by_parent.get(parent).cloned());
+            RdmaDevice {
+                uverbs,
+                ..RdmaDevice::named(name, pci)
+            }
+        })
+        .collect();
+    devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+    topo.rdma_devices = devices;
+}
+
+/// Read the devices named in `focus` in full, in place of their outlines. Each one's
+/// uverbs node (found by its parent in the outline) is confirmed by its `ibdev`, as a
+/// whole read finds it; those not confirmed are returned as diagnostics (the caller
+/// widens the view).
+pub(super) fn read_focus(
+    ctx: &mut Ctx,
+    topo: &mut Topology,
+    focus: &BTreeSet<String>,
+    gid_reads: GidReads,
+) -> Vec<Diagnostic> {
+    let wanted: Vec<(usize, String, Option<String>)> = topo
+        .rdma_devices
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| focus.contains(&d.name))
+        .map(|(i, d)| (i, d.name.clone(), d.uverbs.clone()))
+        .collect();
+    let mut unconfirmed = Vec::new();
+    for (i, name, candidate) in wanted {
+        if let Some(u) = &candidate {
+            let path = join(&join(VERBS_DIR, u), "ibdev");
+            let ibdev = ctx.text(&path, true);
+            if ibdev.as_deref() != Some(name.as_str()) {
+                unconfirmed.push(Diagnostic::new(
+                    Severity::Warning,
+                    "view-widened",
+                    Some(&path),
+                    format!(
+                        "{u} sits beside {name} but its ibdev is {ibdev:?}; the whole machine is read instead of this container's devices"
+                    ),
+                ));
+                continue;
+            }
+        }
+        let dir = join(CLASS_DIR, &name);
+        topo.rdma_devices[i] = read_device_with(ctx, &dir, name, candidate, gid_reads);
+    }
+    unconfirmed
+}
+
 fn uverbs_by_device(ctx: &mut Ctx) -> BTreeMap<String, String> {
     ctx.list(VERBS_DIR)
         .into_iter()
@@ -54,14 +132,40 @@ fn uverbs_by_device(ctx: &mut Ctx) -> BTreeMap<String, String> {
 /// the function of its `device` link without reading that link; an auxiliary device
 /// such as an mlx5 SF (`<PF>/mlx5_core.sf.2/infiniband/mlx5_2`) resolves to its PF.
 fn pci_of(ctx: &Ctx, class_device: &str) -> Option<PciAddr> {
-    let real = ctx.fs.resolve_for_reads(class_device).ok()?;
+    function_of_class_device(&ctx.fs.resolve_for_reads(class_device).ok()?)
+}
+
+/// The PCI function in a class device's canonical path (see [`pci_of`]).
+fn function_of_class_device(real: &str) -> Option<PciAddr> {
     if !real.starts_with("/sys/devices/") || real.contains("/virtual/") {
         return None;
     }
     real.rsplit('/').find_map(PciAddr::from_component)
 }
 
+/// How much of each port's GID table a read takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum GidReads {
+    /// What the scope reads.
+    Scope,
+    /// The slots up to the first that names a netdev, without types (the
+    /// ibdev2netdev relation).
+    UpToNetdev,
+    /// None: the ports' other attributes only.
+    Skip,
+}
+
 fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -> RdmaDevice {
+    read_device_with(ctx, dir, name, uverbs, GidReads::Scope)
+}
+
+fn read_device_with(
+    ctx: &mut Ctx,
+    dir: &str,
+    name: String,
+    uverbs: Option<String>,
+    gid_reads: GidReads,
+) -> RdmaDevice {
     let at = |f: &str| join(dir, f);
     let pci = pci_of(ctx, dir);
     if ctx.scope == Scope::Affinity {
@@ -76,7 +180,7 @@ fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -
     numbers.sort_unstable();
     let ports = numbers
         .into_iter()
-        .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n))
+        .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n, gid_reads))
         .collect();
     if !ctx.scope.reads_details() {
         return RdmaDevice {
@@ -98,7 +202,7 @@ fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -
     }
 }
 
-fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
+fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port {
     let at = |f: &str| join(dir, f);
     let link_layer = ctx.attr(&at("link_layer"), false, parse_link_layer);
     let gids_dir = at("gids");
@@ -111,7 +215,14 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32) -> Port {
     let gid_table_len = slots.last().map_or(0, |l| l + 1);
     // ibdev2netdev's relation: InfiniBand GIDs name no netdev (`ndevs` fails there),
     // and on RoCE the first slot naming one is the answer.
-    let netdev_only = matches!(ctx.scope, Scope::PortNetdevs | Scope::Container);
+    let netdev_only = match gid_reads {
+        GidReads::Scope => matches!(ctx.scope, Scope::PortNetdevs | Scope::Container),
+        GidReads::UpToNetdev => true,
+        GidReads::Skip => {
+            slots.clear();
+            true
+        }
+    };
     if netdev_only && link_layer == Some(LinkLayer::InfiniBand) {
         slots.clear();
     }

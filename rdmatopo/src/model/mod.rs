@@ -62,8 +62,30 @@ pub struct Topology {
     /// driver exposes them.
     #[serde(default, skip_serializing_if = "QosFacts::is_empty")]
     pub qos: QosFacts,
+    /// Which devices this model holds in full; absent when it holds every device (a
+    /// host, `--all`, or a container whose devices could not be told apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<DetailView>,
     /// What could not be read or made sense of, each naming its path.
     pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The devices a container's model was read for ("owned" view): its own GPUs and RDMA
+/// devices in full; every other RDMA device as an outline (name, PCI function, uverbs
+/// node; no ports, GIDs or attributes) and every other PCI function by place and class.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct DetailView {
+    /// RDMA devices read in full, in model order.
+    pub rdma_devices: Vec<String>,
+    /// RDMA devices of the PFs of its VFs: ports and attributes, and of each port's GID
+    /// table at most the slots up to the first that names a netdev of this namespace.
+    pub pf_rdma_devices: Vec<String>,
+    /// PCI functions read in full: the container's GPUs and RDMA functions, the PFs of
+    /// its VFs and every bridge above them, in address order.
+    pub pci: Vec<PciAddr>,
+    /// Why the view was narrowed, for a header.
+    pub reason: String,
 }
 
 impl Topology {
@@ -83,8 +105,16 @@ impl Topology {
             nvml: None,
             verbs: None,
             qos: QosFacts::default(),
+            view: None,
             diagnostics: Vec::new(),
         }
+    }
+
+    /// Whether the model holds RDMA device `name` in full (every device of a whole read).
+    pub fn holds_rdma_details(&self, name: &str) -> bool {
+        self.view
+            .as_ref()
+            .is_none_or(|v| v.rdma_devices.iter().any(|d| d == name))
     }
 
     /// The PCI function at `addr`.

@@ -1,0 +1,191 @@
+//! Pod first: inside a container, `View::Owned` decides the container's devices from
+//! cheap evidence and reads only those in full. Every answer about them must be the
+//! whole read's (`View::All`), on every fixture; on a host, and wherever ownership is
+//! uncertain, the model must be the whole read's, unchanged.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+use rdmatopo::checks::doctor;
+use rdmatopo::sysfs::MemTree;
+use rdmatopo::view::TopoMatrix;
+use rdmatopo::view::container::ContainerView;
+use rdmatopo::view::plan::{Plan, PlanOptions};
+use rdmatopo::{Scope, Sysfs, Topology, View, discover_view};
+use std::path::PathBuf;
+
+fn fixture_roots() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(support::fixtures_dir())
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path().join("root")))
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Both views of one root for `scope`: (whole, owned, files read by each).
+fn both(open: impl Fn() -> Sysfs, scope: Scope) -> (Topology, Topology, usize, usize) {
+    let (fs_all, fs_owned) = (open(), open());
+    let all = discover_view(&fs_all, scope, View::All).unwrap();
+    let owned = discover_view(&fs_owned, scope, View::Owned).unwrap();
+    (all, owned, fs_all.files_read(), fs_owned.files_read())
+}
+
+fn owned_matrix(topo: &Topology) -> TopoMatrix {
+    let view = ContainerView::of(topo);
+    let nics = view.owned_rdma();
+    let nics: Vec<&str> = nics.iter().map(String::as_str).collect();
+    TopoMatrix::build(topo, &view.owned_gpus(), &nics)
+}
+
+/// The answers of `topo`, `nccl-env` and `doctor` in a container.
+fn assert_same_answers(name: &str, all: &Topology, owned: &Topology) {
+    let (va, vo) = (ContainerView::of(all), ContainerView::of(owned));
+    assert_eq!(vo.certain, va.certain, "{name}: certain");
+    assert_eq!(vo.owned_gpus(), va.owned_gpus(), "{name}: GPUs owned");
+    assert_eq!(
+        vo.owned_rdma(),
+        va.owned_rdma(),
+        "{name}: RDMA devices owned"
+    );
+    assert_eq!(vo.cpus, va.cpus, "{name}: CPUs");
+    assert_eq!(owned_matrix(owned), owned_matrix(all), "{name}: matrix");
+    assert_eq!(doctor::run(owned), doctor::run(all), "{name}: doctor");
+    let opts = PlanOptions::default();
+    let plan = |t: &Topology| Plan::compute(t, &opts).map_err(|e| e.to_string());
+    assert_eq!(plan(owned), plan(all), "{name}: nccl-env");
+}
+
+#[test]
+fn the_owned_view_gives_the_whole_answer_on_every_fixture() {
+    let roots = fixture_roots();
+    assert!(roots.len() >= 10, "fixtures missing: {roots:?}");
+    let mut narrowed = 0;
+    for root in roots {
+        let name = root.display().to_string();
+        let (all, owned, n_all, n_owned) = both(|| Sysfs::at(&root), Scope::Full);
+        if owned.view.is_none() {
+            // A host, or a container whose devices are uncertain: the whole read.
+            assert_eq!(owned, all, "{name}: not narrowed, yet not the whole read");
+            continue;
+        }
+        narrowed += 1;
+        assert!(
+            ContainerView::of(&all).context.is_container(),
+            "{name}: narrowed on a host"
+        );
+        assert_same_answers(&name, &all, &owned);
+        assert!(n_owned < n_all, "{name}: {n_owned} >= {n_all} files");
+        // Foreign devices are outlines: named, never read.
+        let view = owned.view.as_ref().unwrap();
+        for d in &owned.rdma_devices {
+            let whole =
+                view.rdma_devices.contains(&d.name) || view.pf_rdma_devices.contains(&d.name);
+            assert_eq!(!d.ports.is_empty(), whole, "{name}: {}", d.name);
+        }
+        // `topo` in a container: the container scope, narrowed the same way.
+        let (all, owned, _, _) = both(|| Sysfs::at(&root), Scope::Affinity);
+        assert!(owned.view.is_some(), "{name}: topo not narrowed");
+        assert_eq!(owned_matrix(&owned), owned_matrix(&all), "{name}: topo");
+    }
+    // The SR-IOV pods at least (pod-sriov, pod-h100-*).
+    assert!(narrowed >= 5, "only {narrowed} fixtures were narrowed");
+}
+
+/// The pod-sriov tree in memory, to be edited.
+fn pod_sriov() -> MemTree {
+    let archive = support::fixtures_dir().join("pod-sriov/root.tar.gz");
+    rdmatopo::snapshot::load(&archive).unwrap()
+}
+
+fn owned_of(tree: &MemTree) -> (Topology, Topology) {
+    let (all, owned, _, _) = both(|| Sysfs::memory(tree.clone(), "edited"), Scope::Full);
+    (all, owned)
+}
+
+#[test]
+fn pod_sriov_reads_one_gid_table_and_outlines_the_rest() {
+    let (all, owned) = owned_of(&pod_sriov());
+    let view = owned.view.as_ref().expect("narrowed");
+    assert_eq!(view.rdma_devices, ["mlx5_12"]);
+    assert_eq!(view.pf_rdma_devices, ["mlx5_0"]);
+    assert_eq!(owned.rdma_devices.len(), all.rdma_devices.len());
+    assert_eq!(owned.gpus.len(), all.gpus.len());
+    assert!(owned.holds_rdma_details("mlx5_12") && !owned.holds_rdma_details("mlx5_13"));
+    assert_eq!(
+        owned.rdma_device("mlx5_13").unwrap().uverbs.as_deref(),
+        Some("uverbs13"),
+        "outlines keep their uverbs node, from links"
+    );
+    assert_same_answers("pod-sriov", &all, &owned);
+}
+
+/// The whole read plus the diagnostics that say why the view was widened.
+fn assert_widened(what: &str, all: &Topology, owned: &Topology, path: &str) {
+    assert!(owned.view.is_none(), "{what}: narrowed");
+    let said: Vec<_> = owned
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == "view-widened")
+        .collect();
+    assert!(
+        said.iter().any(|d| d.path.as_deref() == Some(path)),
+        "{what}: no diagnostic naming {path}: {said:?}"
+    );
+    let mut unsaid = owned.clone();
+    unsaid.diagnostics.retain(|d| d.code != "view-widened");
+    assert_eq!(&unsaid, all, "{what}: widened, yet not the whole read");
+}
+
+fn environ(tree: &MemTree) -> String {
+    tree.entries()
+        .find(|(p, _)| *p == "/proc/self/environ")
+        .map(|(_, e)| match e {
+            rdmatopo::sysfs::MemEntry::File(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+            _ => panic!("environ is a file"),
+        })
+        .unwrap()
+}
+
+/// Evidence that does not hold together widens the view to the whole read, with a
+/// diagnostic naming the path; never a panic.
+#[test]
+fn bad_evidence_widens_the_view() {
+    // A PCIDEVICE_* variable naming a function the machine lacks.
+    let mut tree = pod_sriov();
+    let before = environ(&tree);
+    let edited = before.replace(
+        "PCIDEVICE_NVIDIA_COM_SRIOV_VF_RAIL0=0000:18:00.2",
+        "PCIDEVICE_NVIDIA_COM_SRIOV_VF_RAIL0=0000:18:00.2,0000:ee:00.7",
+    );
+    assert_ne!(edited, before);
+    tree.file("/proc/self/environ", &edited);
+    let (all, owned) = owned_of(&tree);
+    assert_widened(
+        "PCIDEVICE",
+        &all,
+        &owned,
+        "/sys/bus/pci/devices/0000:ee:00.7",
+    );
+
+    // A uverbs node whose device is not in sysfs.
+    let mut tree = pod_sriov();
+    tree.file("/dev/infiniband/uverbs99", "");
+    let (all, owned) = owned_of(&tree);
+    assert_widened("uverbs99", &all, &owned, "/dev/infiniband/uverbs99");
+
+    // The owned device's uverbs node names something else (garbage, another device).
+    for text in ["\u{1}\u{2}garbage\n", "mlx5_0\n"] {
+        let mut tree = pod_sriov();
+        let ibdev = tree
+            .entries()
+            .map(|(p, _)| p.to_string())
+            .find(|p| p.ends_with("/infiniband_verbs/uverbs12/ibdev"))
+            .unwrap();
+        tree.file(&ibdev, text);
+        let (all, owned) = owned_of(&tree);
+        let path = "/sys/class/infiniband_verbs/uverbs12/ibdev";
+        assert_widened(text, &all, &owned, path);
+    }
+}
