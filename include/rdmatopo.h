@@ -78,6 +78,12 @@ typedef enum rdmatopo_status {
    */
   RDMATOPO_STATUS_NO_VALUE = 401,
   /**
+   * A fact of a device outside the topology's view: in a container's owned view
+   * (rdmatopo_topology_discover), another container's RDMA device is read in
+   * outline only (name, PCI address, uverbs node); its ports and GIDs are not.
+   */
+  RDMATOPO_STATUS_OUTSIDE_VIEW = 402,
+  /**
    * An internal error (a bug in rdmatopo).
    */
   RDMATOPO_STATUS_INTERNAL = 900,
@@ -137,6 +143,22 @@ typedef enum rdmatopo_port_state {
    */
   RDMATOPO_PORT_STATE_UNKNOWN = 6,
 } rdmatopo_port_state;
+
+/**
+ * Which devices a topology holds in full.
+ */
+typedef enum rdmatopo_view {
+  /**
+   * Every device (a host, or RDMATOPO_VIEW_ALL asked for, or a container whose
+   * devices could not be told apart).
+   */
+  RDMATOPO_VIEW_ALL = 0,
+  /**
+   * A container's own devices; the others are outlines (name, PCI address, uverbs
+   * node): their ports and GIDs answer RDMATOPO_STATUS_OUTSIDE_VIEW.
+   */
+  RDMATOPO_VIEW_OWNED = 1,
+} rdmatopo_view;
 
 /**
  * The plan of one local rank. Immutable; free it with rdmatopo_rank_plan_free.
@@ -305,7 +327,8 @@ extern "C" {
  *
  * Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (port 0), RDMATOPO_STATUS_NOT_FOUND (no
  * such device or port), RDMATOPO_STATUS_NO_VALUE (an InfiniBand port, where NCCL
- * ignores GID indices, or a RoCE port with no usable GID; the message says which).
+ * ignores GID indices, or a RoCE port with no usable GID; the message says which),
+ * RDMATOPO_STATUS_OUTSIDE_VIEW (another container's device, in an owned view).
  *
  * # Safety
  * `topo` is a live handle; `device` a NUL-terminated string; `out` valid for a write.
@@ -456,7 +479,9 @@ const char *rdmatopo_status_name(int status);
  * Read the topology of `root`: a directory holding `sys/`, `proc/` and `dev/` (a
  * captured tree, like `rdmatopo inventory --root`), or NULL (or "/") for this machine.
  * NVML and libibverbs facts come from the snapshot files in a captured tree and from
- * the live libraries otherwise.
+ * the live libraries otherwise. Inside a container whose devices are certain, only
+ * those are read in full, as the CLI does (RDMATOPO_VIEW_OWNED; see
+ * rdmatopo_topology_discover_view and rdmatopo_topology_view).
  *
  * On success `*out` receives a new handle; free it with rdmatopo_topology_free.
  * Errors: RDMATOPO_STATUS_NULL_ARGUMENT (`out`), RDMATOPO_STATUS_IO (no such
@@ -466,6 +491,18 @@ const char *rdmatopo_status_name(int status);
  * `root` is NULL or a NUL-terminated string; `out` is valid for a pointer write.
  */
 enum rdmatopo_status rdmatopo_topology_discover(const char *root, struct rdmatopo_topology **out);
+
+/**
+ * rdmatopo_topology_discover with the view asked for: RDMATOPO_VIEW_ALL reads every
+ * device in full even inside a container. Errors: as rdmatopo_topology_discover, and
+ * RDMATOPO_STATUS_INVALID_ARGUMENT for a `view` that is no rdmatopo_view.
+ *
+ * # Safety
+ * As rdmatopo_topology_discover.
+ */
+enum rdmatopo_status rdmatopo_topology_discover_view(const char *root,
+                                                     int view,
+                                                     struct rdmatopo_topology **out);
 
 /**
  * The index of the GPU at `bus_id` (sysfs `0000:3b:00.0` or NVML `00000000:3B:00.0`
@@ -553,7 +590,8 @@ enum rdmatopo_status rdmatopo_topology_nic_count(const struct rdmatopo_topology 
 
 /**
  * Port `port_index` (0 to port_count - 1; not the port number) of the RDMA device
- * at `nic_index`, into `*out`. Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
+ * at `nic_index`, into `*out`. Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE,
+ * RDMATOPO_STATUS_OUTSIDE_VIEW (another container's device, in an owned view).
  *
  * # Safety
  * `topo` is a live handle; `out` is valid for a write.
@@ -579,6 +617,14 @@ enum rdmatopo_status rdmatopo_topology_to_json(const struct rdmatopo_topology *t
                                                char *buf,
                                                size_t buf_len,
                                                size_t *required);
+
+/**
+ * The view `topo` holds (RDMATOPO_VIEW_ALL for a NULL handle).
+ *
+ * # Safety
+ * `topo` is NULL or a live handle.
+ */
+enum rdmatopo_view rdmatopo_topology_view(const struct rdmatopo_topology *topo);
 
 /**
  * The library's version (`"0.1.0"`), the same as the RDMATOPO_VERSION macro of the

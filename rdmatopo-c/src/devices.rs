@@ -162,6 +162,7 @@ impl rdmatopo_topology {
             .get(nic)
             .zip(self.nics.get(nic))
             .ok_or_else(|| index_error("NIC", nic, self.nics.len()))?;
+        self.devices().rdma_in_full(&d.name)?;
         let (p, netdev) = d
             .ports
             .get(port)
@@ -261,7 +262,8 @@ pub unsafe extern "C" fn rdmatopo_topology_nic(
 }
 
 /// Port `port_index` (0 to port_count - 1; not the port number) of the RDMA device
-/// at `nic_index`, into `*out`. Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
+/// at `nic_index`, into `*out`. Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE,
+/// RDMATOPO_STATUS_OUTSIDE_VIEW (another container's device, in an owned view).
 ///
 /// # Safety
 /// `topo` is a live handle; `out` is valid for a write.

@@ -32,6 +32,10 @@ pub enum rdmatopo_status {
     /// The device exists but the value is not known (a software RDMA device has no
     /// PCI address; a port has no usable GID).
     NoValue = 401,
+    /// A fact of a device outside the topology's view: in a container's owned view
+    /// (rdmatopo_topology_discover), another container's RDMA device is read in
+    /// outline only (name, PCI address, uverbs node); its ports and GIDs are not.
+    OutsideView = 402,
     /// An internal error (a bug in rdmatopo).
     Internal = 900,
     /// rdmatopo panicked; the call was stopped at the boundary (a bug in rdmatopo).
@@ -39,7 +43,7 @@ pub enum rdmatopo_status {
 }
 
 impl rdmatopo_status {
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 12] = [
         Self::Ok,
         Self::NullArgument,
         Self::InvalidArgument,
@@ -49,6 +53,7 @@ impl rdmatopo_status {
         Self::Parse,
         Self::NotFound,
         Self::NoValue,
+        Self::OutsideView,
         Self::Internal,
         Self::Panic,
     ];
@@ -65,6 +70,7 @@ impl rdmatopo_status {
             Self::Parse => "RDMATOPO_STATUS_PARSE\0",
             Self::NotFound => "RDMATOPO_STATUS_NOT_FOUND\0",
             Self::NoValue => "RDMATOPO_STATUS_NO_VALUE\0",
+            Self::OutsideView => "RDMATOPO_STATUS_OUTSIDE_VIEW\0",
             Self::Internal => "RDMATOPO_STATUS_INTERNAL\0",
             Self::Panic => "RDMATOPO_STATUS_PANIC\0",
         }
@@ -107,6 +113,7 @@ impl From<rdmatopo::Error> for FfiError {
             rdmatopo::Error::Discover(_) | rdmatopo::Error::Io { .. } => rdmatopo_status::Io,
             rdmatopo::Error::Json(_) => rdmatopo_status::Parse,
             rdmatopo::Error::View(ViewError::UnknownDevice(_)) => rdmatopo_status::NotFound,
+            rdmatopo::Error::View(ViewError::OutsideView(_)) => rdmatopo_status::OutsideView,
             rdmatopo::Error::View(_) => rdmatopo_status::InvalidArgument,
             _ => rdmatopo_status::Internal,
         };

@@ -14,6 +14,7 @@ impl rdmatopo_topology {
         let dev = topo
             .rdma_device(device)
             .ok_or_else(|| FfiError::not_found(format!("no RDMA device named {device:?}")))?;
+        self.devices().rdma_in_full(device)?;
         let p = dev
             .ports
             .iter()
@@ -49,7 +50,8 @@ impl rdmatopo_topology {
 ///
 /// Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (port 0), RDMATOPO_STATUS_NOT_FOUND (no
 /// such device or port), RDMATOPO_STATUS_NO_VALUE (an InfiniBand port, where NCCL
-/// ignores GID indices, or a RoCE port with no usable GID; the message says which).
+/// ignores GID indices, or a RoCE port with no usable GID; the message says which),
+/// RDMATOPO_STATUS_OUTSIDE_VIEW (another container's device, in an owned view).
 ///
 /// # Safety
 /// `topo` is a live handle; `device` a NUL-terminated string; `out` valid for a write.

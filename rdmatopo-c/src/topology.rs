@@ -3,7 +3,7 @@
 use crate::args::{OutBuf, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use rdmatopo::Topology;
-use std::ffi::{CStr, CString, OsStr, c_char};
+use std::ffi::{CStr, CString, OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -102,10 +102,24 @@ impl rdmatopo_topology {
     }
 }
 
+/// Which devices a topology holds in full.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rdmatopo_view {
+    /// Every device (a host, or RDMATOPO_VIEW_ALL asked for, or a container whose
+    /// devices could not be told apart).
+    All = 0,
+    /// A container's own devices; the others are outlines (name, PCI address, uverbs
+    /// node): their ports and GIDs answer RDMATOPO_STATUS_OUTSIDE_VIEW.
+    Owned = 1,
+}
+
 /// Read the topology of `root`: a directory holding `sys/`, `proc/` and `dev/` (a
 /// captured tree, like `rdmatopo inventory --root`), or NULL (or "/") for this machine.
 /// NVML and libibverbs facts come from the snapshot files in a captured tree and from
-/// the live libraries otherwise.
+/// the live libraries otherwise. Inside a container whose devices are certain, only
+/// those are read in full, as the CLI does (RDMATOPO_VIEW_OWNED; see
+/// rdmatopo_topology_discover_view and rdmatopo_topology_view).
 ///
 /// On success `*out` receives a new handle; free it with rdmatopo_topology_free.
 /// Errors: RDMATOPO_STATUS_NULL_ARGUMENT (`out`), RDMATOPO_STATUS_IO (no such
@@ -118,7 +132,67 @@ pub unsafe extern "C" fn rdmatopo_topology_discover(
     root: *const c_char,
     out: *mut *mut rdmatopo_topology,
 ) -> rdmatopo_status {
-    ffi_call("rdmatopo_topology_discover", || {
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        discover_view(
+            "rdmatopo_topology_discover",
+            root,
+            rdmatopo_view::Owned,
+            out,
+        )
+    }
+}
+
+/// rdmatopo_topology_discover with the view asked for: RDMATOPO_VIEW_ALL reads every
+/// device in full even inside a container. Errors: as rdmatopo_topology_discover, and
+/// RDMATOPO_STATUS_INVALID_ARGUMENT for a `view` that is no rdmatopo_view.
+///
+/// # Safety
+/// As rdmatopo_topology_discover.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdmatopo_topology_discover_view(
+    root: *const c_char,
+    view: c_int,
+    out: *mut *mut rdmatopo_topology,
+) -> rdmatopo_status {
+    let name = "rdmatopo_topology_discover_view";
+    let view = match view {
+        0 => rdmatopo_view::All,
+        1 => rdmatopo_view::Owned,
+        other => {
+            return ffi_call(name, || {
+                Err(FfiError::invalid(format!(
+                    "view {other} is no rdmatopo_view"
+                )))
+            });
+        }
+    };
+    // SAFETY: the caller's promise, passed on.
+    unsafe { discover_view(name, root, view, out) }
+}
+
+/// The view `topo` holds (RDMATOPO_VIEW_ALL for a NULL handle).
+///
+/// # Safety
+/// `topo` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdmatopo_topology_view(topo: *const rdmatopo_topology) -> rdmatopo_view {
+    // SAFETY: NULL or live, as the caller promises.
+    match unsafe { topo.as_ref() } {
+        Some(t) if t.topo.view.is_some() => rdmatopo_view::Owned,
+        _ => rdmatopo_view::All,
+    }
+}
+
+/// # Safety
+/// `root` is NULL or a NUL-terminated string; `out` is valid for a pointer write.
+unsafe fn discover_view(
+    function: &str,
+    root: *const c_char,
+    view: rdmatopo_view,
+    out: *mut *mut rdmatopo_topology,
+) -> rdmatopo_status {
+    ffi_call(function, || {
         let out = arg_out(out, "out")?;
         // A path is bytes on Linux: no UTF-8 requirement.
         let root = (!root.is_null())
@@ -128,7 +202,11 @@ pub unsafe extern "C" fn rdmatopo_topology_discover(
                     unsafe { CStr::from_ptr(root) }.to_bytes(),
                 ))
             });
-        let topo = rdmatopo::discover(root)?;
+        let view = match view {
+            rdmatopo_view::All => rdmatopo::View::All,
+            rdmatopo_view::Owned => rdmatopo::View::Owned,
+        };
+        let topo = rdmatopo::discover_in(root, view)?;
         let handle = Box::new(rdmatopo_topology::new(topo)?);
         // SAFETY: checked non-NULL; writable as the caller promises.
         unsafe { out.write(Box::into_raw(handle)) };

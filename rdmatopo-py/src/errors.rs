@@ -43,6 +43,12 @@ create_exception!(
 );
 create_exception!(
     rdmatopo,
+    OutsideViewError,
+    AnalysisError,
+    "A fact of a device outside the topology's view: in a container's owned view (discover(view=\"owned\")), another container's RDMA device is read in outline only (name, PCI function, uverbs node)."
+);
+create_exception!(
+    rdmatopo,
     ArgumentError,
     RdmaTopoError,
     "An argument is out of range (a negative rank, a rank not below the world size)."
@@ -84,6 +90,9 @@ fn core_error(e: rdmatopo::Error) -> PyErr {
         rdmatopo::Error::Discover(e) => DiscoveryError::new_err(e.to_string()),
         rdmatopo::Error::View(e @ ViewError::UnknownDevice(_)) => {
             UnknownDeviceError::new_err(e.to_string())
+        }
+        rdmatopo::Error::View(e @ ViewError::OutsideView(_)) => {
+            OutsideViewError::new_err(e.to_string())
         }
         rdmatopo::Error::View(e) => AnalysisError::new_err(e.to_string()),
         e @ rdmatopo::Error::Json(_) => ParseError::new_err(e.to_string()),

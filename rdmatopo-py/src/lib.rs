@@ -17,7 +17,8 @@ mod _rdmatopo {
     use crate::doctor::{CheckResult, DoctorReport, Finding};
     #[pymodule_export]
     use crate::errors::{
-        AnalysisError, ArgumentError, DiscoveryError, ParseError, RdmaTopoError, UnknownDeviceError,
+        AnalysisError, ArgumentError, DiscoveryError, OutsideViewError, ParseError, RdmaTopoError,
+        UnknownDeviceError,
     };
     #[pymodule_export]
     use crate::model::{Diagnostic, Gid, Gpu, Nic, NumaNode, Port, format_cpulist, parse_cpus};

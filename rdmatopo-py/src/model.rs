@@ -242,7 +242,21 @@ impl Port {
 /// An RDMA device (`/sys/class/infiniband/<name>/`): an HCA, or one function of it.
 #[pyclass(frozen, eq, from_py_object, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct Nic(pub(crate) model::RdmaDevice);
+pub struct Nic(pub(crate) model::RdmaDevice, pub(crate) bool);
+
+impl Nic {
+    /// The device, when read in full; its outline (another container's device in an
+    /// owned view) answers only name, PCI address and uverbs node.
+    fn whole(&self) -> PyResult<&model::RdmaDevice> {
+        if self.1 {
+            Err(crate::errors::OutsideViewError::new_err(
+                rdmatopo::view::ViewError::OutsideView(self.0.name.clone()).to_string(),
+            ))
+        } else {
+            Ok(&self.0)
+        }
+    }
+}
 
 #[pymethods]
 impl Nic {
@@ -258,37 +272,43 @@ impl Nic {
     }
     /// `node_type` (`"1: CA"`).
     #[getter]
-    fn node_type(&self) -> Option<&str> {
-        self.0.node_type.as_deref()
+    fn node_type(&self) -> PyResult<Option<&str>> {
+        Ok(self.whole()?.node_type.as_deref())
     }
     /// `node_guid`.
     #[getter]
-    fn node_guid(&self) -> Option<&str> {
-        self.0.node_guid.as_deref()
+    fn node_guid(&self) -> PyResult<Option<&str>> {
+        Ok(self.whole()?.node_guid.as_deref())
     }
     /// `sys_image_guid`: the same on every function of one adapter.
     #[getter]
-    fn sys_image_guid(&self) -> Option<&str> {
-        self.0.sys_image_guid.as_deref()
+    fn sys_image_guid(&self) -> PyResult<Option<&str>> {
+        Ok(self.whole()?.sys_image_guid.as_deref())
     }
     /// `fw_ver`.
     #[getter]
-    fn fw_ver(&self) -> Option<&str> {
-        self.0.fw_ver.as_deref()
+    fn fw_ver(&self) -> PyResult<Option<&str>> {
+        Ok(self.whole()?.fw_ver.as_deref())
     }
     /// `hca_type` (`"MT4129"`).
     #[getter]
-    fn hca_type(&self) -> Option<&str> {
-        self.0.hca_type.as_deref()
+    fn hca_type(&self) -> PyResult<Option<&str>> {
+        Ok(self.whole()?.hca_type.as_deref())
     }
     /// `board_id` (the PSID on mlx5).
     #[getter]
-    fn board_id(&self) -> Option<&str> {
-        self.0.board_id.as_deref()
+    fn board_id(&self) -> PyResult<Option<&str>> {
+        Ok(self.whole()?.board_id.as_deref())
     }
     #[getter]
     fn ports<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.0.ports.iter().cloned().map(Port))
+        PyTuple::new(py, self.whole()?.ports.iter().cloned().map(Port))
+    }
+    /// Whether only the outline of this device was read (another container's device
+    /// in an owned view): its other facts raise `OutsideViewError`.
+    #[getter]
+    fn outline(&self) -> bool {
+        self.1
     }
     /// `uverbs<N>` character device of this device.
     #[getter]

@@ -14,15 +14,31 @@ use std::sync::OnceLock;
 
 /// Read the topology of `root` (default: `$RDMATOPO_ROOT`, else `/`, this machine).
 ///
+/// `view="owned"` (the default, as the CLI's): inside a container whose devices are
+/// certain, only its own GPUs and RDMA devices are read in full, the others in
+/// outline (`Topology.view` says which it holds; facts of an outline raise
+/// `OutsideViewError`). On a host, or where ownership is uncertain, and with
+/// `view="all"`, every device is read.
+///
 /// The GIL is released while sysfs is read, so other Python threads keep running.
 ///
-/// Raises `FileNotFoundError` when `root` is not a directory and `DiscoveryError` when
-/// it holds no sysfs tree.
+/// Raises `FileNotFoundError` when `root` is not a directory, `DiscoveryError` when
+/// it holds no sysfs tree, and `ArgumentError` for another `view`.
 #[pyfunction]
-#[pyo3(signature = (root = None))]
-pub fn discover(py: Python<'_>, root: Option<PathBuf>) -> PyResult<Topology> {
+#[pyo3(signature = (root = None, view = "owned"))]
+pub fn discover(py: Python<'_>, root: Option<PathBuf>, view: &str) -> PyResult<Topology> {
+    let view = match view {
+        "owned" => rdmatopo::View::Owned,
+        "all" => rdmatopo::View::All,
+        other => {
+            return Err(Error::argument(format!(
+                "view must be \"owned\" or \"all\", not {other:?}"
+            ))
+            .into());
+        }
+    };
     let root = root.or_else(|| std::env::var_os("RDMATOPO_ROOT").map(PathBuf::from));
-    let topo = py.detach(|| rdmatopo::discover(root.as_deref()).map_err(Error::from))?;
+    let topo = py.detach(|| rdmatopo::discover_in(root.as_deref(), view).map_err(Error::from))?;
     Ok(Topology::new(topo))
 }
 
@@ -58,7 +74,9 @@ impl Topology {
         match device {
             DeviceRef::Index(i) => devices.gpu_by_index(*i).map(|g| g.pci),
             DeviceRef::Gpu(g) => Ok(g.pci_addr()),
-            DeviceRef::Nic(n) => devices.nic_pci(&n.0),
+            DeviceRef::Nic(n) => devices
+                .rdma_in_full(&n.0.name)
+                .and_then(|d| devices.nic_pci(d)),
             DeviceRef::Name(name) => devices.pci_of(name),
         }
     }
@@ -90,11 +108,27 @@ impl Topology {
     /// RDMA devices (HCAs, their VFs, bonds, software devices), in natural name order.
     #[getter]
     fn nics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.topo.rdma_devices.iter().cloned().map(Nic))
+        PyTuple::new(
+            py,
+            self.topo
+                .rdma_devices
+                .iter()
+                .map(|d| Nic(d.clone(), !self.topo.holds_rdma_details(&d.name))),
+        )
     }
     #[getter]
     fn numa_nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.topo.numa_nodes.iter().cloned().map(NumaNode))
+    }
+    /// Which devices this topology holds in full: `"all"`, or `"owned"` (a container's
+    /// own devices; the others are outlines, see `discover`).
+    #[getter]
+    fn view(&self) -> &'static str {
+        if self.topo.view.is_some() {
+            "owned"
+        } else {
+            "all"
+        }
     }
     /// What discovery could not read or make sense of, each naming its path.
     #[getter]

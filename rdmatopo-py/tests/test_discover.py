@@ -16,7 +16,7 @@ from conftest import FIXTURES, run_cli
 
 
 def test_json_is_the_cli_inventory_json(fixture_root: Path, cli: Path) -> None:
-    topo = rdmatopo.discover(str(fixture_root))
+    topo = rdmatopo.discover(str(fixture_root), view="all")
     expected = run_cli(cli, "inventory", "--root", str(fixture_root), "--format", "json")
     assert topo.to_json() + "\n" == expected
 
@@ -25,7 +25,7 @@ def test_json_is_the_cli_inventory_json(fixture_root: Path, cli: Path) -> None:
 def test_matrix_is_the_cli_topo(fixture_root: Path, cli: Path, view: str) -> None:
     """`matrix()` is `rdmatopo topo --all`, `matrix(owned=True)` is `--owned`; the CLI
     adds a "view" key and a header line inside containers, which are not the matrix."""
-    topo = rdmatopo.discover(str(fixture_root))
+    topo = rdmatopo.discover(str(fixture_root), view="all")
     matrix = topo.matrix(owned=view == "--owned")
     root = str(fixture_root)
     cli_json = json.loads(run_cli(cli, "topo", view, "--root", root, "--format", "json"))
@@ -61,7 +61,7 @@ def test_gpu_numa_node_falls_back_to_the_host_bridge() -> None:
 
 
 def test_objects_carry_the_model_fields(fixture_root: Path) -> None:
-    topo = rdmatopo.discover(fixture_root)
+    topo = rdmatopo.discover(fixture_root, view="all")
     model = json.loads(topo.to_json())
     assert [g.pci for g in topo.gpus] == [g["pci"] for g in model["gpus"]]
     assert [g.index for g in topo.gpus] == [g["index"] for g in model["gpus"]]
@@ -95,7 +95,7 @@ def cpulist(text: str) -> set[int]:
 
 
 def test_objects_are_immutable(largest_root: Path) -> None:
-    topo = rdmatopo.discover(largest_root)
+    topo = rdmatopo.discover(largest_root, view="all")
     gpu, nic = topo.gpus[0], topo.nics[0]
     with pytest.raises(AttributeError):
         gpu.index = 3  # type: ignore[misc]
@@ -127,7 +127,7 @@ def test_root_defaults_to_rdmatopo_root(largest_root: Path, monkeypatch: pytest.
 
 
 def test_path_accepts_every_way_of_naming_a_device(largest_root: Path) -> None:
-    topo = rdmatopo.discover(largest_root)
+    topo = rdmatopo.discover(largest_root, view="all")
     matrix = topo.matrix()
     gpu0 = topo.gpus[0]
     nic = next(n for n in topo.nics if n.pci is not None)
@@ -202,3 +202,39 @@ def test_repr_is_readable(largest_root: Path) -> None:
     assert repr(topo.gpus[0]).startswith("Gpu(index=0, pci='")
     assert "name='" in repr(topo.nics[0])
     assert os.fspath(largest_root) in repr(topo)
+
+
+def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
+    """`discover()` takes the CLI's default view: inside a container whose devices are
+    certain, its own devices in full and the others in outline; `matrix()` is then
+    `rdmatopo topo`'s and the plan the whole read's."""
+    root = str(fixture_root)
+    owned, whole = rdmatopo.discover(root), rdmatopo.discover(root, view="all")
+    assert whole.view == "all"
+    cli_json = json.loads(run_cli(cli, "topo", "--root", root, "--format", "json"))
+    cli_json.pop("view", None)
+    if owned.view == "all":
+        assert owned.to_json() == whole.to_json()
+        return
+    assert json.loads(owned.matrix().to_json()) == cli_json
+    assert [n.name for n in owned.nics] == [n.name for n in whole.nics]
+    try:
+        expected = whole.plan(0).to_json()
+    except rdmatopo.AnalysisError:
+        expected = None
+    if expected is not None:
+        assert owned.plan(0).to_json() == expected
+    assert owned.doctor().to_json() == whole.doctor().to_json()
+    outlines = [n for n in owned.nics if n.outline]
+    assert outlines, "an owned view outlines the other containers' devices"
+    for nic in outlines[:3]:
+        with pytest.raises(rdmatopo.OutsideViewError, match=nic.name):
+            nic.ports
+        with pytest.raises(rdmatopo.OutsideViewError):
+            owned.path("GPU0", nic)
+        assert nic.uverbs == next(n.uverbs for n in whole.nics if n.name == nic.name)
+
+
+def test_view_must_be_owned_or_all() -> None:
+    with pytest.raises(rdmatopo.ArgumentError, match="owned"):
+        rdmatopo.discover(str(FIXTURES / "pod-sriov" / "root"), view="mine")

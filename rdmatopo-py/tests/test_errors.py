@@ -59,7 +59,7 @@ def test_unknown_device(largest_root: Path) -> None:
 
 def test_software_rdma_device_has_no_path(largest_root: Path) -> None:
     """An rxe/siw device has no PCI function: a clear AnalysisError, not a class."""
-    topo = rdmatopo.discover(largest_root)
+    topo = rdmatopo.discover(largest_root, view="all")
     model = topo.to_json()
     doc = __import__("json").loads(model)
     doc["rdma_devices"].append(dict(doc["rdma_devices"][0], name="rxe0", pci=None))

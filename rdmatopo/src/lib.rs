@@ -96,6 +96,15 @@ pub fn discover(root: Option<&Path>) -> Result<Topology, Error> {
     discover_fs(&fs)
 }
 
+/// Discover `root` (`None`: this machine) with the default sources, inside a container
+/// narrowed to `view` (see [`discover_view`]).
+///
+/// # Errors
+/// As [`discover`].
+pub fn discover_in(root: Option<&Path>, view: View) -> Result<Topology, Error> {
+    discover_view(&open_root(root)?, Scope::Full, view)
+}
+
 /// Discover an opened root with the default sources.
 ///
 /// # Errors

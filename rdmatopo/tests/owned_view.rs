@@ -113,12 +113,39 @@ fn pod_sriov_reads_one_gid_table_and_outlines_the_rest() {
     assert_eq!(owned.rdma_devices.len(), all.rdma_devices.len());
     assert_eq!(owned.gpus.len(), all.gpus.len());
     assert!(owned.holds_rdma_details("mlx5_12") && !owned.holds_rdma_details("mlx5_13"));
-    assert_eq!(
-        owned.rdma_device("mlx5_13").unwrap().uverbs.as_deref(),
-        Some("uverbs13"),
-        "outlines keep their uverbs node, from links"
+    // Another pod's VF costs nothing but its name: not even its links are read (a host
+    // has hundreds).
+    let other = owned.rdma_device("mlx5_13").unwrap();
+    assert!(other.pci.is_none() && other.uverbs.is_none() && other.ports.is_empty());
+    // Nor is any function but the pod's, their PFs and bridges, and the GPUs.
+    assert!(
+        owned.pci.len() * 3 < all.pci.len(),
+        "{} of {}",
+        owned.pci.len(),
+        all.pci.len()
+    );
+    assert!(
+        owned
+            .pci_function("0000:18:00.3".parse().unwrap())
+            .is_none()
     );
     assert_same_answers("pod-sriov", &all, &owned);
+    // The view's own matrix is the container's; facts of a foreign device are an error,
+    // not an empty answer.
+    assert_eq!(TopoMatrix::for_topology(&owned), owned_matrix(&all));
+    let devices = rdmatopo::view::Devices::of(&owned);
+    assert!(devices.pci_of("mlx5_12").is_ok());
+    for call in [
+        devices.pci_of("mlx5_13").map(|_| ()),
+        devices.rdma_in_full("mlx5_13").map(|_| ()),
+    ] {
+        let e = call.unwrap_err();
+        assert!(
+            matches!(e, rdmatopo::view::ViewError::OutsideView(_)),
+            "{e}"
+        );
+        assert!(e.to_string().contains("mlx5_13"), "{e}");
+    }
 }
 
 /// The whole read plus the diagnostics that say why the view was widened.

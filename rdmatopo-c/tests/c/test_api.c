@@ -4,9 +4,11 @@
  * buffer-too-small paths, free of NULL, and reads from several threads on one handle.
  * Built with -Wall -Wextra -Werror and run under valgrind by `make -C rdmatopo-c test`.
  *
- * usage: test_api FIXTURE_ROOT [ROCE_ROOT]  run the tests; ROCE_ROOT is fixtures/roce-lag
- *        test_api FIXTURE_ROOT --json       print rdmatopo_topology_to_json (compared
- *                                           with `rdmatopo inventory --format json`)
+ * usage: test_api FIXTURE_ROOT [ROCE_ROOT [POD_ROOT]]  run the tests; ROCE_ROOT is
+ *                                           fixtures/roce-lag, POD_ROOT fixtures/pod-sriov
+ *        test_api FIXTURE_ROOT --json       print rdmatopo_topology_to_json of the whole
+ *                                           machine (compared with `rdmatopo inventory
+ *                                           --format json`)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "rdmatopo.h"
@@ -78,6 +80,7 @@ static void test_status_names(void) {
     CHECK_NAME(RDMATOPO_STATUS_PARSE);
     CHECK_NAME(RDMATOPO_STATUS_NOT_FOUND);
     CHECK_NAME(RDMATOPO_STATUS_NO_VALUE);
+    CHECK_NAME(RDMATOPO_STATUS_OUTSIDE_VIEW);
     CHECK_NAME(RDMATOPO_STATUS_INTERNAL);
     CHECK_NAME(RDMATOPO_STATUS_PANIC);
     CHECK(strcmp(rdmatopo_status_name(-1), "RDMATOPO_STATUS_UNKNOWN") == 0);
@@ -88,6 +91,7 @@ static void test_status_names(void) {
     CHECK(RDMATOPO_STATUS_IO / 100 == 2);
     CHECK(RDMATOPO_STATUS_PARSE / 100 == 3);
     CHECK(RDMATOPO_STATUS_NOT_FOUND / 100 == 4 && RDMATOPO_STATUS_NO_VALUE / 100 == 4);
+    CHECK(RDMATOPO_STATUS_OUTSIDE_VIEW / 100 == 4);
     CHECK(RDMATOPO_STATUS_INTERNAL / 100 == 9 && RDMATOPO_STATUS_PANIC / 100 == 9);
 }
 
@@ -605,12 +609,49 @@ static void test_threads(rdmatopo_topology *t) {
     }
 }
 
+/* ---------------------------------------------------------------- pod view */
+
+/* Inside the pod-sriov pod, discover reads the pod's devices in full (owned view):
+ * another pod's VF is an outline whose ports and GIDs answer OUTSIDE_VIEW; the whole
+ * view reads them. */
+static void test_pod(const char *root) {
+    rdmatopo_topology *t = NULL;
+    size_t own = 0, other = 0;
+    uint32_t gid = 0;
+    rdmatopo_port_info port;
+    CHECK_STATUS(rdmatopo_topology_discover(root, &t), RDMATOPO_STATUS_OK);
+    if (t == NULL) return;
+    CHECK(rdmatopo_topology_view(t) == RDMATOPO_VIEW_OWNED);
+    CHECK_STATUS(rdmatopo_topology_find_nic(t, "mlx5_12", &own), RDMATOPO_STATUS_OK);
+    CHECK_STATUS(rdmatopo_topology_find_nic(t, "mlx5_13", &other), RDMATOPO_STATUS_OK);
+    CHECK_STATUS(rdmatopo_topology_nic_port(t, own, 0, &port), RDMATOPO_STATUS_OK);
+    CHECK_STATUS(rdmatopo_gid_index(t, "mlx5_12", 1, &gid), RDMATOPO_STATUS_OK);
+    CHECK(gid == 5);
+    CHECK_STATUS(rdmatopo_topology_nic_port(t, other, 0, &port), RDMATOPO_STATUS_OUTSIDE_VIEW);
+    CHECK(contains(rdmatopo_last_error_message(), "mlx5_13"));
+    CHECK_STATUS(rdmatopo_gid_index(t, "mlx5_13", 1, &gid), RDMATOPO_STATUS_OUTSIDE_VIEW);
+    rdmatopo_topology_free(t);
+
+    t = NULL;
+    CHECK_STATUS(rdmatopo_topology_discover_view(root, RDMATOPO_VIEW_ALL, &t), RDMATOPO_STATUS_OK);
+    if (t == NULL) return;
+    CHECK(rdmatopo_topology_view(t) == RDMATOPO_VIEW_ALL);
+    CHECK_STATUS(rdmatopo_topology_find_nic(t, "mlx5_13", &other), RDMATOPO_STATUS_OK);
+    CHECK_STATUS(rdmatopo_topology_nic_port(t, other, 0, &port), RDMATOPO_STATUS_OK);
+    rdmatopo_topology_free(t);
+
+    t = NULL;
+    CHECK_STATUS(rdmatopo_topology_discover_view(root, 7, &t), RDMATOPO_STATUS_INVALID_ARGUMENT);
+    CHECK(t == NULL);
+    CHECK(rdmatopo_topology_view(NULL) == RDMATOPO_VIEW_ALL);
+}
+
 /* ---------------------------------------------------------------- main */
 
 static int dump_json(const char *root) {
     rdmatopo_topology *t = NULL;
     size_t required = 0;
-    if (rdmatopo_topology_discover(root, &t) != RDMATOPO_STATUS_OK) {
+    if (rdmatopo_topology_discover_view(root, RDMATOPO_VIEW_ALL, &t) != RDMATOPO_STATUS_OK) {
         fprintf(stderr, "discover: %s\n", rdmatopo_last_error_message());
         return 3;
     }
@@ -625,7 +666,7 @@ static int dump_json(const char *root) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s FIXTURE_ROOT [ROCE_ROOT | --json]\n", argv[0]);
+        fprintf(stderr, "usage: %s FIXTURE_ROOT [ROCE_ROOT [POD_ROOT] | --json]\n", argv[0]);
         return 2;
     }
     const char *root = argv[1];
@@ -654,6 +695,7 @@ int main(int argc, char **argv) {
     test_threads(t);
     rdmatopo_topology_free(t);
     if (argc > 2) test_roce(argv[2]);
+    if (argc > 3) test_pod(argv[3]);
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -381,13 +381,14 @@ impl<'a> Discoverer<'a> {
             .filter(|d| focus.rdma_devices.contains(&d.name))
             .filter_map(|d| topo.pci_function(d.pci?)?.physfn)
             .collect();
-        let pf_devices: BTreeSet<String> = topo
-            .rdma_devices
+        // Outlines name no function: a PF's devices are those under its function.
+        let pf_devices: BTreeSet<String> = pfs
             .iter()
             .filter(|_| scope == Scope::Full)
-            .filter(|d| d.pci.is_some_and(|a| pfs.contains(&a)))
-            .filter(|d| !focus.rdma_devices.contains(&d.name))
-            .map(|d| d.name.clone())
+            .filter_map(|a| topo.pci_function(*a))
+            .flat_map(|f| ctx.list(&format!("{}/infiniband", f.path)))
+            .filter(|name| !focus.rdma_devices.contains(name))
+            .filter(|name| topo.rdma_device(name).is_some())
             .collect();
         let pf_netdev_here = topo
             .netdevs
@@ -414,6 +415,12 @@ impl<'a> Discoverer<'a> {
                 .iter()
                 .filter(|d| focus.rdma_devices.contains(&d.name))
                 .map(|d| d.name.clone())
+                .collect(),
+            gpus: topo
+                .gpus
+                .iter()
+                .map(|g| g.pci)
+                .filter(|a| focus.functions.contains(a))
                 .collect(),
             pf_rdma_devices: pf_devices.into_iter().collect(),
             pci: detailed.into_iter().collect(),

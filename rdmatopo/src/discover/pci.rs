@@ -289,7 +289,7 @@ fn host_bridge_node(functions: &[PciFunction], host_bridge: &str) -> Option<u32>
 
 /// The functions `PCIDEVICE_<PREFIX>_<NAME>` variables (SR-IOV and RDMA device plugins)
 /// name: what a container was given.
-fn pcidevice_functions(topo: &Topology) -> BTreeSet<PciAddr> {
+pub(super) fn pcidevice_functions(topo: &Topology) -> BTreeSet<PciAddr> {
     topo.process
         .env
         .iter()

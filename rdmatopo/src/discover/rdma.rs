@@ -1,7 +1,7 @@
 //! RDMA devices (`/sys/class/infiniband`), their ports and GID tables.
 
 use super::{Ctx, Scope};
-use crate::model::{Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
+use crate::model::{DetailView, Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
 use crate::parse::natural_cmp;
 use crate::parse::{
     LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
@@ -12,6 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 const CLASS_DIR: &str = "/sys/class/infiniband";
 const VERBS_DIR: &str = "/sys/class/infiniband_verbs";
+const PCI_DIR: &str = "/sys/bus/pci/devices";
+/// GID slots per thread below which another thread costs more than it saves (a slot is
+/// one small file; a thread's start and join cost about as much as a hundred).
+const GID_SLOTS_PER_THREAD: usize = 96;
 
 pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     if ctx.outline {
@@ -43,31 +47,44 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     topo.rdma_devices = devices;
 }
 
-/// Every device in outline: name, PCI function and uverbs node, from links alone (no
-/// file is opened). The uverbs node is the one whose class device hangs under the same
-/// parent (`<function>/infiniband_verbs/uverbsN` beside `<function>/infiniband/mlx5_N`);
-/// its `ibdev` is read once the device is chosen ([`read_focus`]).
+/// Every device in outline, opening no file: by name only, except the candidates for
+/// this container's devices (those beside a uverbs node in `/dev/infiniband`, and on
+/// the functions of this namespace's netdevs and of `PCIDEVICE_*`), which get their PCI
+/// function and uverbs node from links. The others cost nothing: a host's hundreds of
+/// VFs are other pods'. A uverbs node's `ibdev` is read once its device is chosen
+/// ([`read_focus`]).
 fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
-    let verbs = ctx.list(VERBS_DIR);
-    let by_parent: BTreeMap<String, String> = verbs
-        .into_iter()
+    let mut parents: Vec<String> = topo
+        .process
+        .dev_infiniband
+        .iter()
         .filter(|n| n.starts_with("uverbs"))
         .filter_map(|n| {
-            let real = ctx.fs.resolve_for_reads(&join(VERBS_DIR, &n)).ok()?;
-            let (parent, _) = real.rsplit_once("/infiniband_verbs/")?;
-            Some((parent.to_string(), n))
+            let real = ctx.fs.resolve_for_reads(&join(VERBS_DIR, n)).ok()?;
+            Some(real.rsplit_once("/infiniband_verbs/")?.0.to_string())
         })
         .collect();
-    let names = ctx.list(CLASS_DIR);
-    let mut devices: Vec<RdmaDevice> = names
+    let mut functions = super::net::namespace_functions(ctx);
+    functions.extend(super::pci::pcidevice_functions(topo));
+    parents.extend(functions.iter().filter_map(|f| {
+        ctx.fs
+            .resolve_for_reads(&join(PCI_DIR, &f.to_string()))
+            .ok()
+    }));
+    let candidates: BTreeSet<String> = parents
+        .iter()
+        .flat_map(|p| ctx.fs.list_opt(&join(p, "infiniband")).unwrap_or_default())
+        .collect();
+    let mut devices: Vec<RdmaDevice> = ctx
+        .list(CLASS_DIR)
         .into_iter()
         .map(|name| {
-            let real = ctx.fs.resolve_for_reads(&join(CLASS_DIR, &name)).ok();
-            let pci = real.as_deref().and_then(function_of_class_device);
-            let uverbs = real
-                .as_deref()
-                .and_then(|r| r.rsplit_once("/infiniband/"))
-                .and_then(|(parent, _)| by_parent.get(parent).cloned());
+            if !candidates.contains(&name) {
+                return RdmaDevice::named(name, None);
+            }
+            let dir = join(CLASS_DIR, &name);
+            let pci = pci_of(ctx, &dir);
+            let uverbs = uverbs_beside(ctx, &dir);
             RdmaDevice {
                 uverbs,
                 ..RdmaDevice::named(name, pci)
@@ -76,6 +93,18 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
         .collect();
     devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
     topo.rdma_devices = devices;
+    // An outline holds no device in full (the focus is read after).
+    topo.view = Some(DetailView::default());
+}
+
+/// The uverbs node whose class device hangs under the same parent as the class device
+/// `dir` (`<function>/infiniband_verbs/uverbsN` beside `<function>/infiniband/mlx5_N`),
+/// from links and a listing.
+fn uverbs_beside(ctx: &Ctx, dir: &str) -> Option<String> {
+    let real = ctx.fs.resolve_for_reads(dir).ok()?;
+    let (parent, _) = real.rsplit_once("/infiniband/")?;
+    let verbs = ctx.fs.list_opt(&join(parent, "infiniband_verbs")).ok()?;
+    verbs.into_iter().find(|n| n.starts_with("uverbs"))
 }
 
 /// Read the devices named in `focus` in full, in place of their outlines. Each one's
@@ -97,6 +126,8 @@ pub(super) fn read_focus(
         .collect();
     let mut unconfirmed = Vec::new();
     for (i, name, candidate) in wanted {
+        // A device chosen without a candidate node (a PF of a VF): the one beside it.
+        let candidate = candidate.or_else(|| uverbs_beside(ctx, &join(CLASS_DIR, &name)));
         if let Some(u) = &candidate {
             let path = join(&join(VERBS_DIR, u), "ibdev");
             let ibdev = ctx.text(&path, true);
@@ -226,14 +257,14 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port
     if netdev_only && link_layer == Some(LinkLayer::InfiniBand) {
         slots.clear();
     }
-    let mut gids = Vec::new();
-    for index in &slots {
+    // A whole table is read side by side when it is long (a pod's port shows 255
+    // slots, nearly all empty): each slot is a file of its own. Up to the first netdev,
+    // in order.
+    let read_slot = |ctx: &mut Ctx, index: &u32| {
         let path = join(&gids_dir, &index.to_string());
-        let Some(gid) = ctx.attr(&path, false, parse_gid) else {
-            continue;
-        };
+        let gid = ctx.attr(&path, false, parse_gid)?;
         if gid_is_zero(&gid) {
-            continue;
+            return None;
         }
         // Reading the attributes of a slot not mapped into this namespace fails with
         // EINVAL, and `ndevs` always fails on InfiniBand: both mean "none".
@@ -242,18 +273,29 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port
             .flatten()
             .and_then(|t| parse_gid_type(&t).ok());
         let netdev = ctx.text_quiet(&at(&format!("gid_attrs/ndevs/{index}")));
-        let found = netdev.is_some();
-        gids.push(Gid {
+        Some(Gid {
             index: *index,
             gid: format_gid(&gid),
             ipv4: gid_ipv4(&gid).map(|a| a.to_string()),
             gid_type,
             netdev,
-        });
-        if found && netdev_only {
-            break;
+        })
+    };
+    let gids = if netdev_only {
+        let mut gids = Vec::new();
+        for index in &slots {
+            if let Some(gid) = read_slot(ctx, index) {
+                let found = gid.netdev.is_some();
+                gids.push(gid);
+                if found {
+                    break;
+                }
+            }
         }
-    }
+        gids
+    } else {
+        ctx.par_filter_map(&slots, GID_SLOTS_PER_THREAD, read_slot)
+    };
     if !ctx.scope.reads_details() {
         return Port {
             link_layer,

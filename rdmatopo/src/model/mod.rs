@@ -72,11 +72,16 @@ pub struct Topology {
 
 /// The devices a container's model was read for ("owned" view): its own GPUs and RDMA
 /// devices in full; every other RDMA device as an outline (name, PCI function, uverbs
-/// node; no ports, GIDs or attributes) and every other PCI function by place and class.
+/// node; no ports, GIDs or attributes), every other GPU by place, class and node, and no
+/// other PCI function (the host's NICs and their VFs are not placed). The GPUs found are
+/// those bound to `nvidia`, `nouveau` or `vfio-pci` (all by class on a machine without
+/// the `nvidia` driver).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct DetailView {
-    /// RDMA devices read in full, in model order.
+    /// The container's GPUs, in PCI order.
+    pub gpus: Vec<PciAddr>,
+    /// RDMA devices read in full (the container's), in model order.
     pub rdma_devices: Vec<String>,
     /// RDMA devices of the PFs of its VFs: ports and attributes, and of each port's GID
     /// table at most the slots up to the first that names a netdev of this namespace.

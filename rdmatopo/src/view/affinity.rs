@@ -388,6 +388,11 @@ impl TopoMatrix {
 
     /// All GPUs and all PCI-backed RDMA devices.
     pub fn for_topology(topo: &Topology) -> Self {
+        // A container's owned view: its own devices (the others were not placed).
+        if let Some(view) = &topo.view {
+            let nics: Vec<&str> = view.rdma_devices.iter().map(String::as_str).collect();
+            return Self::build(topo, &view.gpus, &nics);
+        }
         let gpus: Vec<PciAddr> = topo.gpus.iter().map(|g| g.pci).collect();
         let nics: Vec<&str> = topo
             .rdma_devices

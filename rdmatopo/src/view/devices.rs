@@ -106,7 +106,8 @@ impl<'t> Devices<'t> {
     /// # Errors
     /// [`ViewError::UnknownDevice`] when nothing is called `name`;
     /// [`ViewError::Invalid`] when it names a device without a PCI function (a
-    /// software RDMA device such as rxe, a virtual netdev).
+    /// software RDMA device such as rxe, a virtual netdev); [`ViewError::OutsideView`]
+    /// for an RDMA device another container owns, in an owned view.
     pub fn pci_of(&self, name: &str) -> Result<PciAddr, ViewError> {
         if let Some(d) = self
             .matrix()
@@ -124,7 +125,7 @@ impl<'t> Devices<'t> {
             return Ok(g.pci);
         }
         if let Some(d) = self.topo.rdma_device(name) {
-            return self.nic_pci(d);
+            return self.rdma_in_full(name).and_then(|_| self.nic_pci(d));
         }
         if let Some(n) = self.topo.netdev(name) {
             return n
@@ -134,6 +135,24 @@ impl<'t> Devices<'t> {
         match name.parse::<PciAddr>() {
             Ok(a) if self.topo.pci_function(a).is_some() => Ok(a),
             _ => Err(ViewError::UnknownDevice(name.to_string())),
+        }
+    }
+
+    /// The RDMA device called `name`, read in full (every device of a whole read; in a
+    /// container's owned view, its own).
+    ///
+    /// # Errors
+    /// [`ViewError::UnknownDevice`] when there is none; [`ViewError::OutsideView`] when
+    /// the view holds only its outline.
+    pub fn rdma_in_full(&self, name: &str) -> Result<&'t RdmaDevice, ViewError> {
+        let d = self
+            .topo
+            .rdma_device(name)
+            .ok_or_else(|| ViewError::UnknownDevice(name.to_string()))?;
+        if self.topo.holds_rdma_details(name) {
+            Ok(d)
+        } else {
+            Err(ViewError::OutsideView(name.to_string()))
         }
     }
 

@@ -28,4 +28,10 @@ pub enum ViewError {
     UnknownDevice(String),
     #[error("{0}")]
     Invalid(String),
+    /// A fact this topology's view left out: a device another container owns, read in
+    /// outline only (see [`crate::model::DetailView`]).
+    #[error(
+        "{0} is outside this topology's view: this container does not own it, so only its name, PCI function and uverbs node were read; discover the whole machine (view \"all\", CLI --all) for its ports and GIDs"
+    )]
+    OutsideView(String),
 }

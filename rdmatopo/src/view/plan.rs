@@ -512,7 +512,9 @@ fn select_ports<'t>(
     let mut assumed: Vec<&str> = Vec::new();
     let mut others: Vec<&str> = Vec::new();
     for dev in &topo.rdma_devices {
-        if dev.pci.is_none() {
+        // An outline (another container's device in an owned view) has no function
+        // read; it is left out below as the other containers' devices are.
+        if dev.pci.is_none() && topo.holds_rdma_details(&dev.name) {
             excluded.push(Exclusion {
                 device: dev.name.clone(),
                 reason: format!(

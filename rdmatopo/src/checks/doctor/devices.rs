@@ -236,10 +236,10 @@ pub(super) fn char_devices(scope: &Scope, out: &mut Sink) {
     let missing: Vec<&RdmaDevice> = topo
         .rdma_devices
         .iter()
-        .filter(|d| {
-            d.uverbs
-                .as_ref()
-                .is_some_and(|u| !nodes.iter().any(|n| n == u))
+        .filter(|d| match &d.uverbs {
+            Some(u) => !nodes.iter().any(|n| n == u),
+            // An owned view's outline: no node in /dev/infiniband is this device's.
+            None => !topo.holds_rdma_details(&d.name),
         })
         .collect();
     let present = topo.rdma_devices.len() - missing.len();

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# What rdmatopo costs inside a Kubernetes pod, as whole processes (hyperfine) and as files
+# opened (strace):
+#
+#   Part A (fixtures): on fixtures/pod-sriov, fixtures/pod-h100-2gpu-2vf (pods) and
+#   fixtures/h100-dgx (a host), `rdmatopo topo`, `nccl-env`, `doctor` (the pod's own devices,
+#   the default) and `topo --all` (every visible device) next to hwloc's
+#   `lstopo-no-graphics --whole-io` on the same tree (HWLOC_FSROOT). One hyperfine run per
+#   root; a table per root: median, min, files opened, lstopo's median / the command's.
+#
+#   Part B (flatness): a pod that owns 1 GPU and 1 VF on a synthetic SR-IOV host (16 GPUs,
+#   8 PFs; fixtures/tools/synth.py --pod) whose PFs carry 1, 8 and 64 VFs each, i.e. 7, 63
+#   and 511 VFs (and their RDMA devices) of other pods. What the pod owns stays the same,
+#   so topo, nccl-env and doctor should cost the same at every size. One hyperfine run over
+#   all sizes and commands; a table of medians and files opened, and the growth from the
+#   smallest to the largest host.
+#
+# Files opened: successful open/openat/openat2 of files (not O_DIRECTORY or O_PATH) under
+# the root, from `strace -f -ff` (the same count as scripts/bench-incumbents.sh).
+#
+#   scripts/bench-pod.sh                        # builds rdmatopo (release), 30 runs each
+#   RUNS=10 BIN=target/release/rdmatopo scripts/bench-pod.sh   # no build, fewer runs
+#
+# Needs: hyperfine, strace, lstopo-no-graphics (hwloc-nox), python3; cargo unless BIN is
+# given. On Debian: apt-get install hyperfine strace hwloc-nox python3. Exits 3 if one is
+# missing. Prints a Markdown report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+RUNS=${RUNS:-30}
+BIN=${BIN:-}
+
+for tool in hyperfine strace lstopo-no-graphics python3; do
+  command -v "$tool" >/dev/null || {
+    echo "bench-pod: missing $tool (Debian: apt-get install hyperfine strace hwloc-nox python3)" >&2
+    exit 3
+  }
+done
+
+work=$(realpath "$(mktemp -d)")
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/strace"
+
+# 1. The binary. Time an installed copy, as `cargo install` or a package leaves it: a
+# binary the linker has just written sits in the page cache in the small pieces it was
+# written in, and starts measurably slower than the same bytes written in one go.
+if [ -z "$BIN" ]; then
+  cargo build --release -q -p rdmatopo
+  BIN=$repo/target/release/rdmatopo
+fi
+BUILT=$(realpath "$BIN")
+cp "$BUILT" "$work/rdmatopo"
+rt=$work/rdmatopo
+
+# 2. The fixtures' directory form (lstopo needs one).
+python3 fixtures/tools/unpack.py pod-sriov pod-h100-2gpu-2vf h100-dgx >/dev/null
+
+echo "# rdmatopo in a pod"
+echo
+echo "Machine: $(nproc) CPUs, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M:%S UTC'); $(hyperfine --version);" \
+  "$RUNS runs per command after 3 warm-ups (hyperfine -N -i); rdmatopo: a copy of \`${BUILT#"$repo"/}\` (as installed)."
+
+# count_opens KEY ROOT LABEL COMMAND...: run COMMAND once under strace (one file per
+# thread, so no call is split across lines) and note which root and label KEY has.
+count_opens() {
+  local key=$1 root=$2 label=$3
+  shift 3
+  strace -f -ff -qq -o "$work/strace/$key" -e trace=open,openat,openat2 "$@" >/dev/null 2>&1 || true
+  printf '%s\t%s\t%s\n' "$key" "$root" "$label" >>"$work/keys.tsv"
+}
+
+# bench JSON ARGS...: one hyperfine invocation; its log is shown only if it fails.
+bench() {
+  local json=$1
+  shift
+  if ! hyperfine -N -i --warmup 3 --runs "$RUNS" --export-json "$json" "$@" >"$work/hyperfine.log" 2>&1; then
+    cat "$work/hyperfine.log" >&2
+    exit 1
+  fi
+}
+
+# report MODE ARGS...: the Markdown tables, from hyperfine's JSON and strace's files.
+report() {
+  python3 - "$work" "$@" <<'PY'
+import glob, json, os, re, statistics, sys
+
+work, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+TOP = ("sys", "proc", "dev", "rdmatopo")
+keys = {}
+for line in open(os.path.join(work, "keys.tsv")):
+    key, root, label = line.rstrip("\n").split("\t")
+    keys[key] = (root, label)
+
+
+def opened(key):
+    """Files (not directories) opened under the key's root: (succeeded, attempted), as
+    scripts/bench-incumbents.sh counts them, from strace's per-thread files (-ff)."""
+    root = keys[key][0]
+    ok = tried = 0
+    pat = re.compile(r'open(?:at2?)?\((?:(AT_FDCWD|\d+), )?"([^"]*)", \{?(?:flags=)?([A-Z_|]+)[^)]*\)\s+=\s+(-?\d+)')
+    for part in glob.glob(os.path.join(work, "strace", key) + ".*"):
+        for line in open(part):
+            m = pat.search(line)
+            if not m:
+                continue
+            dirfd, p, flags, ret = m.groups()
+            if "O_DIRECTORY" in flags or "O_PATH" in flags:
+                continue
+            inside = p.startswith(root + "/") or (
+                dirfd not in (None, "AT_FDCWD") and p.split("/")[0] in TOP)
+            if inside:
+                tried += 1
+                ok += int(ret) >= 0
+    return ok, tried
+
+
+def results(path):
+    """command name -> (median s, min s)"""
+    return {r["command"]: (statistics.median(r["times"]), min(r["times"]))
+            for r in json.load(open(path))["results"]}
+
+
+def ms(x):
+    return f"{x * 1000:.2f}"
+
+
+if mode == "A":
+    json_path, prefix = args
+    res = results(json_path)
+    ours = [k for k in res if k.startswith(prefix)]
+    lstopo = res[prefix + "lstopo"][0]
+    root = keys[ours[0]][0]
+    print(f"\n## `{os.path.relpath(root)}`\n")
+    print("| command | median ms | min ms | files opened | ratio lstopo/this |")
+    print("|---|---:|---:|---:|---:|")
+    for k in ours:
+        med, low = res[k]
+        print(f"| `{keys[k][1]}` | {ms(med)} | {ms(low)} | {opened(k)[0]} | {lstopo / med:.1f}x |")
+elif mode == "B":
+    json_path, *sizes = args
+    res = results(json_path)
+    cmds = ("topo", "nccl-env", "doctor")
+    rows = []
+    for v in sizes:
+        root = keys[f"B{v}.topo"][0]
+        pci = os.path.join(root, "sys/bus/pci/devices")
+        vfs = sum(os.path.exists(os.path.join(pci, f, "physfn")) for f in os.listdir(pci))
+        rdma = len(os.listdir(os.path.join(root, "sys/class/infiniband")))
+        cells = [(res[f"B{v}.{c}"][0], opened(f"B{v}.{c}")[0]) for c in cmds]
+        rows.append((v, vfs - 1, rdma, len(os.listdir(pci)), cells))
+    print("\n## Flatness: one pod (1 GPU, 1 VF) on hosts with more and more VFs of other pods\n")
+    print("`fixtures/tools/synth.py --pod --vfs N --gids 4`: 16 GPUs, 8 PFs with N VFs each; "
+          + "; ".join(f"N={v}: {n} PCI functions, {r} RDMA devices" for v, _, r, n, _ in rows) + ".\n")
+    print("| foreign VFs | topo ms | topo files | nccl-env ms | nccl-env files | doctor ms | doctor files |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for v, foreign, _, _, cells in rows:
+        print(f"| {foreign} | " + " | ".join(f"{ms(t)} | {f}" for t, f in cells) + " |")
+    first, last = rows[0], rows[-1]
+
+    def pct(a, b):
+        return f"{100 * (b - a) / a:+.0f}%" if a else "n/a"
+
+    print(f"\nGrowth from {first[1]} to {last[1]} foreign VFs (median time, files opened): "
+          + "; ".join(f"{c} {pct(first[4][i][0], last[4][i][0])} ms, {pct(first[4][i][1], last[4][i][1])} files"
+                      for i, c in enumerate(cmds)))
+PY
+}
+
+# 3. Part A: the fixtures.
+i=0
+for fx in pod-sriov pod-h100-2gpu-2vf h100-dgx; do
+  R=$(realpath "fixtures/$fx/root")
+  args=()
+  for c in "topo" "nccl-env" "doctor" "topo --all"; do
+    key="A$i.${c// /_}"
+    args+=(--command-name "$key" "$rt $c --root $R")
+    # shellcheck disable=SC2086 # $c is a subcommand and its flags
+    count_opens "$key" "$R" "rdmatopo $c" "$rt" $c --root "$R"
+  done
+  # hwloc reads the tree through HWLOC_FSROOT; without -x86 its CPUID backend would add
+  # this machine's caches to the topology. rdmatopo ignores both variables.
+  args+=(--command-name "A$i.lstopo" "lstopo-no-graphics --whole-io")
+  count_opens "A$i.lstopo" "$R" "lstopo-no-graphics --whole-io" \
+    env HWLOC_FSROOT="$R" HWLOC_COMPONENTS=-x86 lstopo-no-graphics --whole-io
+  HWLOC_FSROOT=$R HWLOC_COMPONENTS=-x86 bench "$work/A$i.json" "${args[@]}"
+  report A "$work/A$i.json" "A$i."
+  i=$((i + 1))
+done
+
+# 4. Part B: flatness over the number of other pods' VFs.
+sizes=(1 8 64)
+args=()
+for v in "${sizes[@]}"; do
+  # --gids: the PFs' GID tables (all slots read zero in the pod; small keeps generation fast)
+  python3 fixtures/tools/synth.py "$work/pod$v" --pod --vfs "$v" --gids 4 >/dev/null
+  for c in topo nccl-env doctor; do
+    key="B$v.$c"
+    args+=(--command-name "$key" "$rt $c --root $work/pod$v")
+    count_opens "$key" "$work/pod$v" "rdmatopo $c" "$rt" "$c" --root "$work/pod$v"
+  done
+done
+bench "$work/B.json" "${args[@]}"
+report B "$work/B.json" "${sizes[@]}"
