@@ -70,27 +70,13 @@ cc -O2 -o "$work/readfiles" scripts/incumbents/readfiles.c
 python3 - "$work" "$ROOT" "$BUILT" "$RUNS" <<'PY'
 import glob, json, os, re, statistics, subprocess, sys
 work, root, binary, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-TOP = ("sys", "proc", "dev", "rdmatopo")
+sys.path.insert(0, "scripts/lib")
+import strace_opens  # noqa: E402
 
 def opened(path):
     """Files (not directories) opened under the root: (succeeded, attempted).
     `path` is the prefix of strace's per-thread files (`-ff`)."""
-    ok = tried = 0
-    pat = re.compile(r'open(?:at2?)?\((?:(AT_FDCWD|\d+), )?"([^"]*)", \{?(?:flags=)?([A-Z_|]+)[^)]*\)\s+=\s+(-?\d+)')
-    for part in glob.glob(path + ".*"):
-        for line in open(part):
-            m = pat.search(line)
-            if not m:
-                continue
-            dirfd, p, flags, ret = m.groups()
-            if "O_DIRECTORY" in flags or "O_PATH" in flags:
-                continue
-            inside = p.startswith(root + "/") or (
-                dirfd not in (None, "AT_FDCWD") and p.split("/")[0] in TOP)
-            if inside:
-                tried += 1
-                ok += int(ret) >= 0
-    return ok, tried
+    return strace_opens.opened(path, root)
 
 def syscalls(path):
     for line in open(path):

@@ -85,7 +85,8 @@ report() {
 import glob, json, os, re, statistics, sys
 
 work, mode, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-TOP = ("sys", "proc", "dev", "rdmatopo")
+sys.path.insert(0, "scripts/lib")
+import strace_opens  # noqa: E402
 keys = {}
 for line in open(os.path.join(work, "keys.tsv")):
     key, root, label = line.rstrip("\n").split("\t")
@@ -95,23 +96,7 @@ for line in open(os.path.join(work, "keys.tsv")):
 def opened(key):
     """Files (not directories) opened under the key's root: (succeeded, attempted), as
     scripts/bench-incumbents.sh counts them, from strace's per-thread files (-ff)."""
-    root = keys[key][0]
-    ok = tried = 0
-    pat = re.compile(r'open(?:at2?)?\((?:(AT_FDCWD|\d+), )?"([^"]*)", \{?(?:flags=)?([A-Z_|]+)[^)]*\)\s+=\s+(-?\d+)')
-    for part in glob.glob(os.path.join(work, "strace", key) + ".*"):
-        for line in open(part):
-            m = pat.search(line)
-            if not m:
-                continue
-            dirfd, p, flags, ret = m.groups()
-            if "O_DIRECTORY" in flags or "O_PATH" in flags:
-                continue
-            inside = p.startswith(root + "/") or (
-                dirfd not in (None, "AT_FDCWD") and p.split("/")[0] in TOP)
-            if inside:
-                tried += 1
-                ok += int(ret) >= 0
-    return ok, tried
+    return strace_opens.opened(os.path.join(work, "strace", key), keys[key][0])
 
 
 def results(path):
@@ -201,3 +186,74 @@ for v in "${sizes[@]}"; do
 done
 bench "$work/B.json" "${args[@]}"
 report B "$work/B.json" "${sizes[@]}"
+
+# 5. Part C: discovery in process, warm, as a launch script or an NCCL plugin calls it:
+# Python `rdmatopo.discover()` (PYTHON: an interpreter with rdmatopo installed, a release
+# build: `pip install ./rdmatopo-py`) and C `rdmatopo_topology_discover` (linked against
+# target/release/librdmatopo.so, built here), each in the owned view (the
+# default) and the whole one, medians of 200 calls after 20.
+echo
+echo "## Discovery in process (warm): Python and C, fixtures/pod-sriov/root"
+echo
+echo "| call | owned view (default) | whole machine |"
+echo "|---|---:|---:|"
+R=$repo/fixtures/pod-sriov/root
+PYTHON=${PYTHON:-python3}
+if "$PYTHON" -c 'import rdmatopo' 2>/dev/null; then
+  "$PYTHON" - "$R" <<'PY'
+import statistics, sys, time
+import rdmatopo
+root = sys.argv[1]
+def median(view):
+    for _ in range(20):
+        rdmatopo.discover(root, view=view)
+    times = []
+    for _ in range(200):
+        t = time.perf_counter()
+        rdmatopo.discover(root, view=view)
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+print(f"| Python `rdmatopo.discover(root)` | {median('owned'):.2f} ms | {median('all'):.2f} ms |")
+PY
+else
+  echo "| Python | not measured: \`$PYTHON -c 'import rdmatopo'\` fails (pip install ./rdmatopo-py) | |"
+fi
+cargo build --release -q -p rdmatopo-c
+cat >"$work/discover.c" <<'C'
+#include "rdmatopo.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(const char *root, int view) {
+    static double t[200];
+    for (int i = 0; i < 220; i++) {
+        rdmatopo_topology *topo = NULL;
+        double start = now_ms();
+        if (rdmatopo_topology_discover_view(root, view, &topo) != RDMATOPO_STATUS_OK) {
+            fprintf(stderr, "%s\n", rdmatopo_last_error_message());
+            exit(1);
+        }
+        if (i >= 20) t[i - 20] = now_ms() - start;
+        rdmatopo_topology_free(topo);
+    }
+    qsort(t, 200, sizeof t[0], cmp);
+    return (t[99] + t[100]) / 2;
+}
+int main(int argc, char **argv) {
+    (void)argc;
+    printf("| C `rdmatopo_topology_discover` | %.2f ms | %.2f ms |\n",
+           median(argv[1], RDMATOPO_VIEW_OWNED), median(argv[1], RDMATOPO_VIEW_ALL));
+    return 0;
+}
+C
+cc -O2 -I include "$work/discover.c" -L target/release -lrdmatopo -o "$work/discover"
+LD_LIBRARY_PATH=target/release "$work/discover" "$R"

@@ -100,7 +100,7 @@ pub fn discover(root: Option<&Path>) -> Result<Topology, Error> {
 /// narrowed to `view` (see [`discover_view`]).
 ///
 /// # Errors
-/// As [`discover`].
+/// As [`discover()`].
 pub fn discover_in(root: Option<&Path>, view: View) -> Result<Topology, Error> {
     discover_view(&open_root(root)?, Scope::Full, view)
 }

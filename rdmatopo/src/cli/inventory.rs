@@ -11,10 +11,15 @@ pub struct InventoryArgs {
     pub root: RootArgs,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Inside a container, the model of what it owns: its devices in full, the others
+    /// in outline (name only), as `discover()` in Python and C gives it by default. The
+    /// default is the whole machine.
+    #[arg(long)]
+    pub owned: bool,
 }
 
 pub fn run(args: &InventoryArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover()?;
+    let (_, topo) = args.root.discover_owned(!args.owned)?;
     let view = ContainerView::of(&topo);
     Ok(Output::ok(match args.format {
         Format::Json => rdmatopo::inventory_json(&topo),

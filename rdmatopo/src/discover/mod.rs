@@ -201,6 +201,18 @@ impl<'a> Discoverer<'a> {
         // The affinity scope reads a part of the process view; a container needs it all.
         let read = (self.scope == scope || self.scope != Scope::Affinity).then_some(read);
         let outline = self.read(scope, true, read);
+        // The sources' facts are collected once: NVML's initialisation can cost more
+        // than the whole read.
+        let collected = Collected {
+            nvml: outline.nvml.clone(),
+            verbs: outline.verbs.clone(),
+            diags: outline
+                .diagnostics
+                .iter()
+                .filter(|d| SOURCE_CODES.contains(&d.code.as_str()))
+                .cloned()
+                .collect(),
+        };
         let mut doubts = doubts(&outline);
         if doubts.is_empty()
             && let Some(focus) = (narrowing.focus)(&outline)
@@ -211,7 +223,12 @@ impl<'a> Discoverer<'a> {
             }
         }
         // Uncertain: the whole machine, as without narrowing, saying why.
-        let mut topo = self.read(scope, false, None);
+        let mut ctx = Ctx::new(self.fs, scope);
+        let mut topo = Self::read_sysfs(&mut ctx, None);
+        topo.nvml = collected.nvml;
+        topo.verbs = collected.verbs;
+        ctx.diags.extend(collected.diags);
+        let mut topo = self.finish(ctx, topo);
         topo.diagnostics.extend(doubts);
         Ok(topo)
     }
@@ -267,16 +284,12 @@ impl<'a> Discoverer<'a> {
                 match result {
                     Ok(facts) => facts.apply(&mut topo),
                     Err(SourceError::Unavailable(why)) => {
-                        ctx.diags.push(Diagnostic::new(
-                            Severity::Info,
-                            "source-unavailable",
-                            None,
-                            why,
-                        ));
+                        ctx.diags
+                            .push(Diagnostic::new(Severity::Info, SOURCE_CODES[0], None, why));
                     }
                     Err(e) => ctx.diags.push(Diagnostic::new(
                         Severity::Warning,
-                        "source-failed",
+                        SOURCE_CODES[1],
                         None,
                         e.to_string(),
                     )),
@@ -431,6 +444,16 @@ impl<'a> Discoverer<'a> {
     }
 }
 
+/// The diagnostics of the sources: unavailable, failed.
+const SOURCE_CODES: [&str; 2] = ["source-unavailable", "source-failed"];
+
+/// The sources' facts of one read, handed on to another of the same root.
+struct Collected {
+    nvml: Option<crate::model::NvmlSnapshot>,
+    verbs: Option<crate::model::VerbsSnapshot>,
+    diags: Vec<Diagnostic>,
+}
+
 /// What in an outline says the container's evidence does not hold together, so that its
 /// view must not be narrowed: a uverbs node in `/dev/infiniband` that no RDMA device's
 /// verbs device is, a `PCIDEVICE_*` function missing from sysfs. Each a diagnostic
@@ -489,6 +512,9 @@ pub(crate) struct Ctx<'a> {
     pub outline: bool,
     /// PCI functions an outline places beside those it finds itself.
     pub outline_functions: BTreeSet<PciAddr>,
+    /// Running on a reading thread of [`Ctx::par_filter_map`]: work is not spread again
+    /// (a device's GID table while devices are read side by side).
+    in_worker: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -499,6 +525,7 @@ impl<'a> Ctx<'a> {
             scope,
             outline: false,
             outline_functions: BTreeSet::new(),
+            in_worker: false,
         }
     }
 
@@ -592,7 +619,7 @@ impl<'a> Ctx<'a> {
         f: impl Fn(&mut Ctx, &T) -> Option<R> + Sync,
     ) -> Vec<R> {
         let threads = worker_threads(items.len(), per_thread);
-        if threads <= 1 {
+        if threads <= 1 || self.in_worker {
             // Room for every item: untouched capacity costs no memory, growing copies.
             let mut out = Vec::with_capacity(items.len());
             out.extend(items.iter().filter_map(|item| f(self, item)));
@@ -608,6 +635,7 @@ impl<'a> Ctx<'a> {
         let work = || {
             let mut ctx = Ctx {
                 outline,
+                in_worker: true,
                 ..Ctx::new(fs, scope)
             };
             let mut chunks = Vec::new();

@@ -221,10 +221,19 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             path.to_string()
         }
     };
-    let mut functions: Vec<PciFunction> = ctx.par_filter_map(
-        &paths,
-        super::FUNCTIONS_PER_THREAD,
-        |ctx, (addr, path, place)| {
+    // Bridges placed by the tree cost no read in the affinity scope or an outline: only
+    // the others weigh on whether threads pay.
+    let read = if needs.is_some() {
+        paths
+            .iter()
+            .filter(|(a, _, _)| !parents.contains(a))
+            .count()
+    } else {
+        paths.len()
+    };
+    let per_thread = super::FUNCTIONS_PER_THREAD * paths.len() / read.max(1);
+    let mut functions: Vec<PciFunction> =
+        ctx.par_filter_map(&paths, per_thread, |ctx, (addr, path, place)| {
             let is_nic = needs.as_ref().is_some_and(|n| n.nics.contains(addr));
             let (class, ids) = if needs.is_some() && parents.contains(addr) {
                 (Some(PCI_BRIDGE_CLASS), None)
@@ -234,8 +243,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
                 (read_class(ctx, path, || origin(addr, path))?, None)
             };
             read_function(ctx, *addr, path, class, ids, place, needs.as_ref())
-        },
-    );
+        });
     functions.sort_by_key(|f| f.address);
     if let Some(needs) = &needs {
         read_host_bridge_numa(ctx, &mut functions, needs);

@@ -75,8 +75,15 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
         .iter()
         .flat_map(|p| ctx.fs.list_opt(&join(p, "infiniband")).unwrap_or_default())
         .collect();
-    let mut devices: Vec<RdmaDevice> = ctx
-        .list(CLASS_DIR)
+    let names = match ctx.fs.list_names(CLASS_DIR) {
+        Ok(names) => names,
+        Err(e) if e.is_not_found() => Vec::new(),
+        Err(e) => {
+            ctx.unreadable(&e);
+            Vec::new()
+        }
+    };
+    let mut devices: Vec<RdmaDevice> = names
         .into_iter()
         .map(|name| {
             if !candidates.contains(&name) {

@@ -83,7 +83,14 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 fn natural_cmp_case_blind(a: &str, b: &str) -> std::cmp::Ordering {
-    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    // The common prefix decides nothing (names share most of theirs: `mlx5_`), except
+    // a digit run it ends inside, which compares as a number from its start.
+    let mut same = a.iter().zip(b).take_while(|(c, d)| c == d).count();
+    while same > 0 && a[same - 1].is_ascii_digit() {
+        same -= 1;
+    }
+    let (mut x, mut y) = (&a[same..], &b[same..]);
     loop {
         match (x.first(), y.first()) {
             (None, None) => return std::cmp::Ordering::Equal,

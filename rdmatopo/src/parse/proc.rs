@@ -107,10 +107,14 @@ pub struct RdmaLimit {
 
 /// Parse `rdma.max` or `rdma.current`; unknown keys are ignored (newer kernels add some).
 pub fn parse_rdma_cgroup(text: &str) -> Result<Vec<RdmaLimit>, ParseError> {
-    let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let mut words = line.split_whitespace();
-        let device = words.next().unwrap_or_default().to_string();
+    // One line per registered device: a pod's file lists every device of the host.
+    let mut out = Vec::with_capacity(text.bytes().filter(|b| *b == b'\n').count());
+    for line in text.lines() {
+        let mut words = line.split_ascii_whitespace();
+        let Some(device) = words.next() else {
+            continue;
+        };
+        let device = device.to_string();
         let mut limit = RdmaLimit {
             device,
             hca_handle: None,

@@ -29,6 +29,8 @@ pub const MAX_ATTR_BYTES: usize = 64 * 1024;
 pub const MAX_SYMLINKS: usize = 40;
 /// Most entries taken from one directory listing.
 pub const MAX_DIR_ENTRIES: usize = 1 << 16;
+/// A directory entry: its name and, where the listing says, its kind.
+type Entry = (String, Option<EntryKind>);
 /// Most times one operation starts over after a link target named a symlink as a
 /// directory (each time, everything taken on trust is forgotten).
 const MAX_RETRACTIONS: usize = 3;
@@ -677,13 +679,7 @@ impl Sysfs {
 
     /// Sorted names in a directory (following symlinks to it).
     pub fn list(&self, path: &str) -> Result<Vec<String>, SysfsError> {
-        self.note(path);
-        let real = self.checked(path)?;
-        let mut entries = self
-            .backend
-            .list_dir(&real)
-            .map_err(|e| SysfsError::from_io(path, e))?;
-        entries.truncate(MAX_DIR_ENTRIES);
+        let (real, entries) = self.entries(path)?;
         // What the listing says about each entry saves an `lstat` when it is resolved
         // (a device's directory, or a `/sys/bus/pci/devices/*` link): directories are
         // resolved already, links go straight to `readlink`.
@@ -709,6 +705,28 @@ impl Sysfs {
         let mut names: Vec<String> = entries.into_iter().map(|(name, _)| name).collect();
         names.sort();
         Ok(names)
+    }
+
+    /// Sorted names, without remembering what kind each entry is: for a long listing
+    /// of which few entries are resolved after (`/sys/class/infiniband` in a pod, where
+    /// hundreds of devices are other pods'), remembering would cost more than it saves.
+    pub fn list_names(&self, path: &str) -> Result<Vec<String>, SysfsError> {
+        let (_, entries) = self.entries(path)?;
+        let mut names: Vec<String> = entries.into_iter().map(|(name, _)| name).collect();
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    /// The directory's real path and its entries (at most [`MAX_DIR_ENTRIES`]), unsorted.
+    fn entries(&self, path: &str) -> Result<(String, Vec<Entry>), SysfsError> {
+        self.note(path);
+        let real = self.checked(path)?;
+        let mut entries = self
+            .backend
+            .list_dir(&real)
+            .map_err(|e| SysfsError::from_io(path, e))?;
+        entries.truncate(MAX_DIR_ENTRIES);
+        Ok((real, entries))
     }
 
     /// Sorted names, or empty when the directory does not exist.

@@ -572,7 +572,10 @@ impl NetLinks {
                     .or_default()
                     .push(di);
             }
-            links.netdevs_of.insert(d.name.clone(), ns);
+            // Most devices of a pod's host have none here: nothing to index.
+            if !ns.is_empty() {
+                links.netdevs_of.insert(d.name.clone(), ns);
+            }
         }
         links
     }
