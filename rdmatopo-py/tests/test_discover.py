@@ -232,7 +232,10 @@ def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
             nic.ports
         with pytest.raises(rdmatopo.OutsideViewError):
             owned.path("GPU0", nic)
-        assert nic.uverbs == next(n.uverbs for n in whole.nics if n.name == nic.name)
+        # What an outline does answer is true: its name always, its function and uverbs
+        # node where they were traced (another container's device costs its name only).
+        same = next(n for n in whole.nics if n.name == nic.name)
+        assert nic.pci in (None, same.pci) and nic.uverbs in (None, same.uverbs)
 
 
 def test_view_must_be_owned_or_all() -> None:
