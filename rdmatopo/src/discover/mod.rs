@@ -376,10 +376,9 @@ impl<'a> Discoverer<'a> {
                 .filter(|d| focus.rdma_devices.contains(&d.name))
                 .filter_map(|d| d.pci),
         );
-        // What `topo` needs of a function (the container scope) its outline gives
-        // once placed; the other scopes read the functions in full.
+        // What `topo` needs of a function (the container scope) its outline holds; the
+        // other scopes read the functions in full.
         let detailed = if scope == Scope::Container {
-            pci::place(&mut ctx, &mut topo, &functions);
             BTreeSet::new()
         } else {
             pci::read_focus(&mut ctx, &mut topo, functions)
@@ -510,8 +509,10 @@ pub(crate) struct Ctx<'a> {
     pub scope: Scope,
     /// Reading every device in outline, for a [`Narrowing`] to choose from.
     pub outline: bool,
-    /// PCI functions an outline places beside those it finds itself.
-    pub outline_functions: BTreeSet<PciAddr>,
+    /// In an outline, the functions this container names (its netdevs', `PCIDEVICE_*`)
+    /// and those of its candidate RDMA devices: found by the RDMA outline, placed by the
+    /// PCI one.
+    pub named_functions: BTreeSet<PciAddr>,
     /// Running on a reading thread of [`Ctx::par_filter_map`]: work is not spread again
     /// (a device's GID table while devices are read side by side).
     in_worker: bool,
@@ -524,7 +525,7 @@ impl<'a> Ctx<'a> {
             diags: Vec::new(),
             scope,
             outline: false,
-            outline_functions: BTreeSet::new(),
+            named_functions: BTreeSet::new(),
             in_worker: false,
         }
     }

@@ -110,9 +110,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         // An outline for the ownership view: GPUs as in the affinity scope, and the
         // functions this container names (its netdevs', `PCIDEVICE_*`) with their VF
         // links; no RDMA function is read (a host has hundreds of VFs).
-        let mut nics = super::net::namespace_functions(ctx);
-        nics.extend(pcidevice_functions(topo));
-        nics.extend(ctx.outline_functions.iter().copied());
+        let nics = ctx.named_functions.clone();
         Some(AffinityNeeds {
             nics,
             nodes: nodes(),
@@ -277,6 +275,15 @@ fn outline_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Vec<String> {
         .copied()
         .filter(|a| ctx.fs.exists(&join(BUS_DIR, &a.to_string())))
         .collect();
+    // The PFs of those that are VFs: their ports carry the VFs' traffic.
+    let pfs: Vec<PciAddr> = wanted
+        .iter()
+        .filter_map(|a| {
+            let link = join(&join(BUS_DIR, &a.to_string()), "physfn");
+            ctx.fs.link_name(&link).ok()?.parse().ok()
+        })
+        .collect();
+    wanted.extend(pfs);
     for driver in GPU_DRIVERS {
         let bound = ctx
             .fs
@@ -307,26 +314,6 @@ pub(super) fn pcidevice_functions(topo: &Topology) -> BTreeSet<PciAddr> {
         .collect()
 }
 
-/// Place `functions` the outline left out (with the bridges above them), outlined as
-/// it outlines; the outline's own few reads are repeated, not its diagnostics.
-pub(super) fn place(ctx: &mut Ctx, topo: &mut Topology, functions: &BTreeSet<PciAddr>) {
-    let missing: Vec<PciAddr> = functions
-        .iter()
-        .copied()
-        .filter(|a| topo.pci_function(*a).is_none())
-        .collect();
-    if missing.is_empty() {
-        return;
-    }
-    let outline = ctx.outline;
-    ctx.outline = true;
-    ctx.outline_functions.extend(missing);
-    let said = ctx.diags.len();
-    read_pci(ctx, topo);
-    ctx.diags.truncate(said);
-    ctx.outline = outline;
-}
-
 /// Read the functions `seeds` in full in place of their outlines, with the PFs of
 /// those that are VFs and every bridge above them all, as a whole read reads them; then
 /// the nodes of their host bridges. Returns the functions read.
@@ -335,9 +322,7 @@ pub(super) fn read_focus(
     topo: &mut Topology,
     seeds: BTreeSet<PciAddr>,
 ) -> BTreeSet<PciAddr> {
-    // Functions the outline did not place (RDMA devices' functions), then the PFs of
-    // those that are VFs.
-    place(ctx, topo, &seeds);
+    // The outline placed them and their PFs (`outline_names`).
     let mut wanted: BTreeSet<PciAddr> = BTreeSet::new();
     let mut pfs: BTreeSet<PciAddr> = BTreeSet::new();
     for addr in seeds {
@@ -354,7 +339,6 @@ pub(super) fn read_focus(
             pfs.insert(pf);
         }
     }
-    place(ctx, topo, &pfs);
     wanted.extend(
         pfs.into_iter()
             .filter(|pf| topo.pci_function(*pf).is_some()),

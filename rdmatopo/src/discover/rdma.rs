@@ -99,6 +99,9 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
         })
         .collect();
     devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+    // The PCI outline places what this container names and its candidates' functions.
+    functions.extend(devices.iter().filter_map(|d| d.pci));
+    ctx.named_functions = functions;
     topo.rdma_devices = devices;
     // An outline holds no device in full (the focus is read after).
     topo.view = Some(DetailView::default());
