@@ -200,34 +200,28 @@ impl<'a> Discoverer<'a> {
         let scope = narrowing.container_scope;
         // The affinity scope reads a part of the process view; a container needs it all.
         let read = (self.scope == scope || self.scope != Scope::Affinity).then_some(read);
-        let outline = self.read(scope, true, read);
-        // The sources' facts are collected once: NVML's initialisation can cost more
-        // than the whole read.
-        let collected = Collected {
-            nvml: outline.nvml.clone(),
-            verbs: outline.verbs.clone(),
-            diags: outline
-                .diagnostics
-                .iter()
-                .filter(|d| SOURCE_CODES.contains(&d.code.as_str()))
-                .cloned()
-                .collect(),
-        };
+        let mut outline = self.read(scope, true, read);
         let mut doubts = doubts(&outline);
         if doubts.is_empty()
             && let Some(focus) = (narrowing.focus)(&outline)
         {
-            match self.complete(outline, scope, &focus) {
-                Ok(topo) => return Ok(topo),
+            match self.complete(&mut outline, scope, &focus) {
+                Ok(()) => return Ok(outline),
                 Err(more) => doubts.extend(more),
             }
         }
-        // Uncertain: the whole machine, as without narrowing, saying why.
+        // Uncertain: the whole machine, as without narrowing, saying why. The sources'
+        // facts are the outline's: NVML's initialisation can cost more than the read.
         let mut ctx = Ctx::new(self.fs, scope);
         let mut topo = Self::read_sysfs(&mut ctx, None);
-        topo.nvml = collected.nvml;
-        topo.verbs = collected.verbs;
-        ctx.diags.extend(collected.diags);
+        topo.nvml = outline.nvml;
+        topo.verbs = outline.verbs;
+        ctx.diags.extend(
+            outline
+                .diagnostics
+                .into_iter()
+                .filter(|d| SOURCE_CODES.contains(&d.code.as_str())),
+        );
         let mut topo = self.finish(ctx, topo);
         topo.diagnostics.extend(doubts);
         Ok(topo)
@@ -354,19 +348,16 @@ impl<'a> Discoverer<'a> {
     /// node whose `ibdev` does not name its device).
     fn complete(
         &self,
-        mut topo: Topology,
+        topo: &mut Topology,
         scope: Scope,
         focus: &Focus,
-    ) -> Result<Topology, Vec<Diagnostic>> {
+    ) -> Result<(), Vec<Diagnostic>> {
         let mut ctx = Ctx::new(self.fs, scope);
         ctx.diags = std::mem::take(&mut topo.diagnostics);
-        let unconfirmed = rdma::read_focus(
-            &mut ctx,
-            &mut topo,
-            &focus.rdma_devices,
-            rdma::GidReads::Scope,
-        );
+        let unconfirmed =
+            rdma::read_focus(&mut ctx, topo, &focus.rdma_devices, rdma::GidReads::Scope);
         if !unconfirmed.is_empty() {
+            topo.diagnostics = ctx.diags;
             return Err(unconfirmed);
         }
         let mut functions = focus.functions.clone();
@@ -381,9 +372,9 @@ impl<'a> Discoverer<'a> {
         let detailed = if scope == Scope::Container {
             BTreeSet::new()
         } else {
-            pci::read_focus(&mut ctx, &mut topo, functions)
+            pci::read_focus(&mut ctx, topo, functions)
         };
-        net::settle_kinds(&mut topo);
+        net::settle_kinds(topo);
         // The RDMA devices of the PFs of its VFs: their ports carry the VFs' traffic
         // (QoS, link state). Their GID tables name a netdev of this namespace only when
         // one sits on the PF's function or bonds it; else they are not read at all.
@@ -411,16 +402,17 @@ impl<'a> Discoverer<'a> {
         } else {
             rdma::GidReads::Skip
         };
-        let unconfirmed = rdma::read_focus(&mut ctx, &mut topo, &pf_devices, pf_gids);
+        let unconfirmed = rdma::read_focus(&mut ctx, topo, &pf_devices, pf_gids);
         if !unconfirmed.is_empty() {
+            topo.diagnostics = ctx.diags;
             return Err(unconfirmed);
         }
-        rdma::link_port_netdevs(&mut topo);
+        rdma::link_port_netdevs(topo);
         if scope == Scope::Full {
-            qos::read_qos(&mut ctx, &mut topo);
+            qos::read_qos(&mut ctx, topo);
         }
-        pci::fill_gpus(&mut topo);
-        self.run_cross_check(&mut ctx, &topo);
+        pci::fill_gpus(topo);
+        self.run_cross_check(&mut ctx, topo);
         topo.view = Some(DetailView {
             rdma_devices: topo
                 .rdma_devices
@@ -439,19 +431,12 @@ impl<'a> Discoverer<'a> {
             reason: focus.reason.clone(),
         });
         topo.diagnostics = ctx.diags;
-        Ok(topo)
+        Ok(())
     }
 }
 
 /// The diagnostics of the sources: unavailable, failed.
 const SOURCE_CODES: [&str; 2] = ["source-unavailable", "source-failed"];
-
-/// The sources' facts of one read, handed on to another of the same root.
-struct Collected {
-    nvml: Option<crate::model::NvmlSnapshot>,
-    verbs: Option<crate::model::VerbsSnapshot>,
-    diags: Vec<Diagnostic>,
-}
 
 /// What in an outline says the container's evidence does not hold together, so that its
 /// view must not be narrowed: a uverbs node in `/dev/infiniband` that no RDMA device's
@@ -484,19 +469,14 @@ fn doubts(outline: &Topology) -> Vec<Diagnostic> {
             ));
         }
     }
-    for (key, value) in &outline.process.env {
-        if !key.starts_with("PCIDEVICE_") || key.ends_with("_INFO") {
-            continue;
-        }
-        for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if let Ok(addr) = item.parse::<PciAddr>()
-                && outline.pci_function(addr).is_none()
-            {
-                out.push(widened(
-                    &format!("/sys/bus/pci/devices/{addr}"),
-                    format!("{key} names {addr}, which is not a PCI function here"),
-                ));
-            }
+    for (key, item) in outline.process.pcidevice_items() {
+        if let Ok(addr) = item.parse::<PciAddr>()
+            && outline.pci_function(addr).is_none()
+        {
+            out.push(widened(
+                &format!("/sys/bus/pci/devices/{addr}"),
+                format!("{key} names {addr}, which is not a PCI function here"),
+            ));
         }
     }
     out

@@ -306,11 +306,8 @@ fn host_bridge_node(functions: &[PciFunction], host_bridge: &str) -> Option<u32>
 /// name: what a container was given.
 pub(super) fn pcidevice_functions(topo: &Topology) -> BTreeSet<PciAddr> {
     topo.process
-        .env
-        .iter()
-        .filter(|(k, _)| k.starts_with("PCIDEVICE_") && !k.ends_with("_INFO"))
-        .flat_map(|(_, v)| v.split(','))
-        .filter_map(|item| item.trim().parse().ok())
+        .pcidevice_items()
+        .filter_map(|(_, item)| item.parse().ok())
         .collect()
 }
 

@@ -110,6 +110,22 @@ pub const LOCAL_SIZE_VARS: [&str; 4] = [
 ];
 
 impl Process {
+    /// Each item of the `PCIDEVICE_<PREFIX>_<NAME>` variables with its variable: the PCI
+    /// addresses the SR-IOV and RDMA device plugins gave this container, as written
+    /// (`_INFO` variables hold JSON, not a list).
+    pub fn pcidevice_items(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.env
+            .iter()
+            .filter(|(key, _)| key.starts_with("PCIDEVICE_") && !key.ends_with("_INFO"))
+            .flat_map(|(key, value)| {
+                value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|item| !item.is_empty())
+                    .map(move |item| (key.as_str(), item))
+            })
+    }
+
     /// The CPUs this process may run on: the allowed list, narrowed by the cgroup cpuset.
     pub fn usable_cpus(&self) -> Option<CpuSet> {
         match (&self.cpus_allowed, &self.cgroup_cpuset) {

@@ -625,22 +625,17 @@ impl<'a> Analysis<'a> {
     }
 
     fn read_pcidevice(&mut self) {
-        for (key, value) in &self.topo.process.env {
-            if !key.starts_with("PCIDEVICE_") || key.ends_with("_INFO") {
-                continue;
-            }
-            for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                match item.parse::<PciAddr>() {
-                    Ok(addr) if self.topo.pci_function(addr).is_some() => {
-                        self.pcidevice.insert(addr, key.clone());
-                    }
-                    Ok(addr) => self.findings.push(format!(
-                        "{key} names {addr}, which is not a PCI function under /sys/bus/pci/devices"
-                    )),
-                    Err(_) => self
-                        .findings
-                        .push(format!("{key} holds {item:?}, which is not a PCI address")),
+        for (key, item) in self.topo.process.pcidevice_items() {
+            match item.parse::<PciAddr>() {
+                Ok(addr) if self.topo.pci_function(addr).is_some() => {
+                    self.pcidevice.insert(addr, key.to_string());
                 }
+                Ok(addr) => self.findings.push(format!(
+                    "{key} names {addr}, which is not a PCI function under /sys/bus/pci/devices"
+                )),
+                Err(_) => self
+                    .findings
+                    .push(format!("{key} holds {item:?}, which is not a PCI address")),
             }
         }
     }
