@@ -374,7 +374,6 @@ impl<'a> Discoverer<'a> {
         } else {
             pci::read_focus(&mut ctx, topo, functions)
         };
-        net::settle_kinds(topo);
         // The RDMA devices of the PFs of its VFs: their ports carry the VFs' traffic
         // (QoS, link state). Their GID tables name a netdev of this namespace only when
         // one sits on the PF's function or bonds it; else they are not read at all.

@@ -66,24 +66,6 @@ pub(super) fn namespace_functions(ctx: &mut Ctx) -> BTreeSet<PciAddr> {
         .collect()
 }
 
-/// Each netdev's kind again, now that the PCI functions read in full say which are VFs
-/// (an outline knew it for this namespace's netdevs already; this keeps the rule in one
-/// place).
-pub(super) fn settle_kinds(topo: &mut Topology) {
-    let is_vf: Vec<bool> = topo
-        .netdevs
-        .iter()
-        .map(|n| {
-            n.pci
-                .and_then(|a| topo.pci_function(a))
-                .is_some_and(|f| f.is_vf)
-        })
-        .collect();
-    for (n, is_vf) in topo.netdevs.iter_mut().zip(is_vf) {
-        n.kind = kind_of(&n.name, n.arphrd, n.bond.is_some(), n.pci, is_vf);
-    }
-}
-
 /// The function is the last PCI address before `/net/<name>` of the canonical path.
 fn function_of(dir: &str) -> Option<PciAddr> {
     dir.rsplit_once("/net/")
