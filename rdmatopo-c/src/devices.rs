@@ -311,7 +311,8 @@ pub unsafe extern "C" fn rdmatopo_topology_find_gpu(
 }
 
 /// The index of the RDMA device named `name_or_bus_id` (`mlx5_0`), or whose PCI
-/// function is at that bus id, into `*out`. Errors: RDMATOPO_STATUS_NOT_FOUND.
+/// function is at that bus id, into `*out`. Errors: RDMATOPO_STATUS_NOT_FOUND;
+/// RDMATOPO_STATUS_OUTSIDE_VIEW for another container's device in an owned view.
 ///
 /// # Safety
 /// `topo` is a live handle; `name_or_bus_id` a NUL-terminated string; `out` valid

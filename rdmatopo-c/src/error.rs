@@ -33,8 +33,8 @@ pub enum rdmatopo_status {
     /// PCI address; a port has no usable GID).
     NoValue = 401,
     /// A fact of a device outside the topology's view: in a container's owned view
-    /// (rdmatopo_topology_discover), another container's RDMA device is read in
-    /// outline only (name, PCI address, uverbs node); its ports and GIDs are not.
+    /// (rdmatopo_topology_discover), another container's RDMA device is only named,
+    /// and a PF of its VFs is read without its GIDs.
     OutsideView = 402,
     /// An internal error (a bug in rdmatopo).
     Internal = 900,

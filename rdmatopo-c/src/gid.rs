@@ -11,10 +11,8 @@ impl rdmatopo_topology {
     /// The GID index for `device` port `port`, or why there is none.
     pub(crate) fn gid_index(&self, device: &str, port: u32) -> Result<u32, FfiError> {
         let topo = &self.topo;
-        let dev = topo
-            .rdma_device(device)
-            .ok_or_else(|| FfiError::not_found(format!("no RDMA device named {device:?}")))?;
-        self.devices().rdma_in_full(device)?;
+        // Unknown, only named, or held in part: the facade says which.
+        let dev = self.devices().rdma_in_full(device)?;
         let p = dev
             .ports
             .iter()

@@ -109,8 +109,9 @@ pub enum rdmatopo_view {
     /// Every device (a host, or RDMATOPO_VIEW_ALL asked for, or a container whose
     /// devices could not be told apart).
     All = 0,
-    /// A container's own devices; the others are outlines (name, PCI address, uverbs
-    /// node): their ports and GIDs answer RDMATOPO_STATUS_OUTSIDE_VIEW.
+    /// A container's own devices, and in part the PFs of its VFs (their GIDs answer
+    /// RDMATOPO_STATUS_OUTSIDE_VIEW); other containers' RDMA devices are only named:
+    /// looking one up answers RDMATOPO_STATUS_OUTSIDE_VIEW.
     Owned = 1,
 }
 

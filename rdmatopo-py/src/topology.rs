@@ -106,6 +106,8 @@ impl Topology {
         PyTuple::new(py, self.topo.gpus.iter().map(|g| Gpu::new(g, &devices)))
     }
     /// RDMA devices (HCAs, their VFs, bonds, software devices), in natural name order.
+    /// In a container's owned view: its own and the PFs of its VFs (`other_nics` names
+    /// the rest).
     #[getter]
     fn nics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(
@@ -116,12 +118,18 @@ impl Topology {
                 .map(|d| Nic(d.clone(), !self.topo.holds_rdma_details(&d.name))),
         )
     }
+    /// The RDMA devices of other containers that an owned view names but does not hold
+    /// (looking one up raises `OutsideViewError`); empty when the view is `"all"`.
+    #[getter]
+    fn other_nics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.topo.other_rdma_devices())
+    }
     #[getter]
     fn numa_nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.topo.numa_nodes.iter().cloned().map(NumaNode))
     }
     /// Which devices this topology holds in full: `"all"`, or `"owned"` (a container's
-    /// own devices; the others are outlines, see `discover`).
+    /// own devices; the others are named or outlines, see `discover`).
     #[getter]
     fn view(&self) -> &'static str {
         if self.topo.view.is_some() {

@@ -217,7 +217,14 @@ def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
         assert owned.to_json() == whole.to_json()
         return
     assert json.loads(owned.matrix().to_json()) == cli_json
-    assert [n.name for n in owned.nics] == [n.name for n in whole.nics]
+    # Held and only named, the owned view's devices are the whole read's.
+    assert whole.other_nics == ()
+    held = {n.name for n in owned.nics}
+    assert held.isdisjoint(owned.other_nics)
+    assert held | set(owned.other_nics) == {n.name for n in whole.nics}
+    for name in owned.other_nics[:3]:
+        with pytest.raises(rdmatopo.OutsideViewError, match=name):
+            owned.path("GPU0", name)
     try:
         expected = whole.plan(0).to_json()
     except rdmatopo.AnalysisError:
@@ -225,8 +232,8 @@ def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
     if expected is not None:
         assert owned.plan(0).to_json() == expected
     assert owned.doctor().to_json() == whole.doctor().to_json()
+    # The PFs of its VFs are held in part: their GIDs are outside the view.
     outlines = [n for n in owned.nics if n.outline]
-    assert outlines, "an owned view outlines the other containers' devices"
     for nic in outlines[:3]:
         with pytest.raises(rdmatopo.OutsideViewError, match=nic.name):
             nic.ports

@@ -165,7 +165,13 @@ pub fn discover_view(fs: &Sysfs, scope: Scope, view: View) -> Result<Topology, E
 /// The devices a container certainly owns, from an outline of the machine.
 fn owned_focus(topo: &Topology) -> Option<discover::Focus> {
     let owned = view::container::ContainerView::of(topo);
-    (owned.context.is_container() && owned.certain).then(|| discover::Focus {
+    // The devices only named are another container's only if `/dev` was listed: it
+    // holds no uverbs node of theirs (each node present was traced to a candidate).
+    // A container that owns none is read whole: why none opens (no node, no ib_uverbs)
+    // is told by the other devices' verbs devices.
+    let others_told = topo.other_rdma_devices().is_empty()
+        || (topo.process.dev_listed && !owned.owned_rdma().is_empty());
+    (owned.context.is_container() && owned.certain && others_told).then(|| discover::Focus {
         rdma_devices: owned.owned_rdma().into_iter().collect(),
         functions: owned.owned_gpus().into_iter().collect(),
         reason: format!(

@@ -77,7 +77,7 @@ fn the_owned_view_gives_the_whole_answer_on_every_fixture() {
         );
         assert_same_answers(&name, &all, &owned);
         assert!(n_owned < n_all, "{name}: {n_owned} >= {n_all} files");
-        // Foreign devices are outlines: named, never read.
+        // Foreign devices are named, or outlines (a PF's) read in part.
         let view = owned.view.as_ref().unwrap();
         for d in &owned.rdma_devices {
             let whole =
@@ -105,18 +105,25 @@ fn owned_of(tree: &MemTree) -> (Topology, Topology) {
 }
 
 #[test]
-fn pod_sriov_reads_one_gid_table_and_outlines_the_rest() {
+fn pod_sriov_reads_one_gid_table_and_names_the_rest() {
     let (all, owned) = owned_of(&pod_sriov());
     let view = owned.view.as_ref().expect("narrowed");
     assert_eq!(view.rdma_devices, ["mlx5_12"]);
     assert_eq!(view.pf_rdma_devices, ["mlx5_0"]);
-    assert_eq!(owned.rdma_devices.len(), all.rdma_devices.len());
+    // The pod's VF and its PF are held; every other device is a name, in model order.
+    let held: Vec<&str> = owned.rdma_devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(held, ["mlx5_0", "mlx5_12"]);
+    let every: Vec<&str> = all.rdma_devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(
+        rdmatopo::parse::merge_natural(held, owned.other_rdma_devices()),
+        every
+    );
+    assert_eq!(owned.rdma_device_count(), all.rdma_devices.len());
     assert_eq!(owned.gpus.len(), all.gpus.len());
     assert!(owned.holds_rdma_details("mlx5_12") && !owned.holds_rdma_details("mlx5_13"));
     // Another pod's VF costs nothing but its name: not even its links are read (a host
-    // has hundreds).
-    let other = owned.rdma_device("mlx5_13").unwrap();
-    assert!(other.pci.is_none() && other.uverbs.is_none() && other.ports.is_empty());
+    // has hundreds), and the model holds no record of it.
+    assert!(owned.rdma_device("mlx5_13").is_none());
     // Nor is any function but the pod's, their PFs and bridges, and the GPUs.
     assert!(
         owned.pci.len() * 3 < all.pci.len(),

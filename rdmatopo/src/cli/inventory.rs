@@ -12,7 +12,7 @@ pub struct InventoryArgs {
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Inside a container, the model of what it owns: its devices in full, the others
-    /// in outline (name only), as `discover()` in Python and C gives it by default. The
+    /// by name only, as `discover()` in Python and C gives it by default. The
     /// default is the whole machine.
     #[arg(long)]
     pub owned: bool,
@@ -38,7 +38,7 @@ fn ownership(s: &mut String, view: &ContainerView, state: Ownership, evidence: &
     }
 }
 
-fn context_section(s: &mut String, view: &ContainerView) {
+fn context_section(s: &mut String, topo: &Topology, view: &ContainerView) {
     let network = match (view.context, view.host_network) {
         (Context::Host | Context::PodHostNetwork, _) => "",
         (_, true) => ", host network",
@@ -79,7 +79,13 @@ fn context_section(s: &mut String, view: &ContainerView) {
             s,
             "  GPUs: {}; RDMA devices: {}; netdevs: {}",
             tally(view.gpus.iter().map(|o| o.state).collect()),
-            tally(view.rdma.iter().map(|o| o.state).collect()),
+            match topo.other_rdma_devices().len() {
+                0 => tally(view.rdma.iter().map(|o| o.state).collect()),
+                n => format!(
+                    "{}, {n} named only",
+                    tally(view.rdma.iter().map(|o| o.state).collect())
+                ),
+            },
             tally(view.netdevs.iter().map(|o| o.state).collect()),
         );
     }
@@ -113,7 +119,7 @@ fn table(topo: &Topology, view: &ContainerView) -> String {
         s.push_str(&line);
     }
     let _ = writeln!(s, "Root: {}", topo.root);
-    context_section(&mut s, view);
+    context_section(&mut s, topo, view);
     let _ = writeln!(s, "\nNUMA nodes:");
     for n in &topo.numa_nodes {
         let _ = writeln!(
@@ -144,6 +150,17 @@ fn table(topo: &Topology, view: &ContainerView) -> String {
         ownership(&mut s, view, o.state, &o.evidence);
     }
     let _ = writeln!(s, "\nRDMA devices:");
+    let others = topo.other_rdma_devices();
+    if !others.is_empty() {
+        let shown = others.len().min(8);
+        let _ = writeln!(
+            s,
+            "  {} other device(s), named only (another container's): {}{}",
+            others.len(),
+            others[..shown].join(" "),
+            if shown < others.len() { " …" } else { "" }
+        );
+    }
     for d in &topo.rdma_devices {
         let f = d.pci.and_then(|a| topo.pci_function(a));
         let id = f

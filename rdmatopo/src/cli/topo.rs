@@ -89,7 +89,7 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
                 "{h}\nrdmatopo: this {} owns none of the {} GPUs and {} RDMA devices visible; `rdmatopo inventory` shows why, `rdmatopo topo --all` shows them\n",
                 v.context,
                 topo.gpus.len(),
-                topo.rdma_devices.len(),
+                topo.rdma_device_count(),
             ),
             (None, Some((_, h))) => {
                 format!(
@@ -144,7 +144,7 @@ fn header(topo: &Topology, view: &ContainerView, owned_view: bool, matrix: &Topo
             count(&gpu_states, Ownership::Owned),
             topo.gpus.len(),
             count(&rdma_states, Ownership::Owned),
-            topo.rdma_devices.len(),
+            topo.rdma_device_count(),
         )
     } else if view.certain {
         format!(
@@ -153,7 +153,7 @@ fn header(topo: &Topology, view: &ContainerView, owned_view: bool, matrix: &Topo
             count(&gpu_states, Ownership::Owned),
             topo.gpus.len(),
             count(&rdma_states, Ownership::Owned),
-            topo.rdma_devices.len(),
+            topo.rdma_device_count(),
         )
     } else {
         let owned = count(&gpu_states, Ownership::Owned) + count(&rdma_states, Ownership::Owned);

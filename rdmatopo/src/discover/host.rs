@@ -4,9 +4,10 @@ use super::Ctx;
 use crate::model::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS, NetnsMode, NumaNode, Process, Topology};
 use crate::parse::{
     default_route, parse_cgroup, parse_cpuinfo, parse_cpulist, parse_environ, parse_limits_memlock,
-    parse_mountinfo, parse_nvidia_information, parse_rdma_cgroup, parse_status_field,
+    parse_mountinfo, parse_nvidia_information, parse_rdma_cgroup_of, parse_status_field,
 };
 use crate::sysfs::join;
+use std::collections::BTreeSet;
 
 const NODE_DIR: &str = "/sys/devices/system/node";
 const PROC_NVIDIA_GPUS: &str = "/proc/driver/nvidia/gpus";
@@ -145,12 +146,29 @@ pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
                 }
             }
         }
-        if whole && p.rdma_max.is_none() {
-            p.rdma_max = ctx.attr(&join(dir, "rdma.max"), true, parse_rdma_cgroup);
-            p.rdma_current = ctx.attr(&join(dir, "rdma.current"), true, parse_rdma_cgroup);
-        }
+    }
+    // Only doctor judges the limits (the full scope).
+    if ctx.scope == super::Scope::Full && !ctx.rdma_limits_later {
+        read_rdma_limits(ctx, p, None);
     }
     read_device_view(ctx, p, whole);
+}
+
+/// The rdma cgroup's `rdma.max` and `rdma.current` of this process, of every device
+/// or (`held`) of those named: an owned view reads the lines of its own devices.
+pub(super) fn read_rdma_limits(ctx: &mut Ctx, p: &mut Process, held: Option<&BTreeSet<String>>) {
+    let wanted = |d: &str| held.is_none_or(|h| h.contains(d));
+    for dir in cgroup_dirs(&p.cgroups) {
+        if p.rdma_max.is_some() {
+            break;
+        }
+        p.rdma_max = ctx.attr(&join(&dir, "rdma.max"), true, |t| {
+            parse_rdma_cgroup_of(t, wanted)
+        });
+        p.rdma_current = ctx.attr(&join(&dir, "rdma.current"), true, |t| {
+            parse_rdma_cgroup_of(t, wanted)
+        });
+    }
 }
 
 /// Device nodes and the driver's GPU list (only with `whole`), runtime mounts and

@@ -63,8 +63,8 @@ pub enum Scope {
     /// What `rdmatopo topo` needs inside a container, where it shows the devices this
     /// process owns: everything [`Scope::Full`] reads except the GID tables (each
     /// port's GID slots only up to the first that names a netdev, as in
-    /// [`Scope::PortNetdevs`], without types) and QoS, and without the cross-checks of
-    /// NVML and verbs facts against sysfs.
+    /// [`Scope::PortNetdevs`], without types), QoS and the rdma cgroup's limits, and
+    /// without the cross-checks of NVML and verbs facts against sysfs.
     Container,
 }
 
@@ -191,12 +191,16 @@ impl<'a> Discoverer<'a> {
         // The process view first: it alone tells a container from a host.
         let mut probe = Topology::empty(self.fs.label());
         let mut ctx = Ctx::new(self.fs, self.scope);
+        ctx.rdma_limits_later = true;
         host::read_process(&mut ctx, &mut probe);
         let in_container = (narrowing.in_container)(&probe);
-        let read = (probe.process, ctx.diags);
         if !in_container {
-            return Ok(self.read(self.scope, false, Some(read)));
+            if self.scope == Scope::Full {
+                host::read_rdma_limits(&mut ctx, &mut probe.process, None);
+            }
+            return Ok(self.read(self.scope, false, Some((probe.process, ctx.diags))));
         }
+        let read = (probe.process, ctx.diags);
         let scope = narrowing.container_scope;
         // The affinity scope reads a part of the process view; a container needs it all.
         let read = (self.scope == scope || self.scope != Scope::Affinity).then_some(read);
@@ -238,6 +242,7 @@ impl<'a> Discoverer<'a> {
     ) -> Topology {
         let mut ctx = Ctx::new(self.fs, scope);
         ctx.outline = outline;
+        ctx.rdma_limits_later = outline;
         // Narrow scopes never collect: loading libnvidia-ml would cost more than their
         // whole read.
         let sources: &[&dyn FactSource] = if scope.reads_machine() {
@@ -383,13 +388,17 @@ impl<'a> Discoverer<'a> {
             .filter(|d| focus.rdma_devices.contains(&d.name))
             .filter_map(|d| topo.pci_function(d.pci?)?.physfn)
             .collect();
-        // Outlines name no function: a PF's devices are those under its function.
+        // A PF's devices are those under its function; the outline only named them.
         let pf_devices: BTreeSet<String> = pfs
             .iter()
             .filter(|_| scope == Scope::Full)
             .filter_map(|a| topo.pci_function(*a))
             .flat_map(|f| ctx.list(&format!("{}/infiniband", f.path)))
             .filter(|name| !focus.rdma_devices.contains(name))
+            .collect();
+        rdma::hold_others(&ctx, topo, &pf_devices);
+        let pf_devices: BTreeSet<String> = pf_devices
+            .into_iter()
             .filter(|name| topo.rdma_device(name).is_some())
             .collect();
         let pf_netdev_here = topo
@@ -407,6 +416,11 @@ impl<'a> Discoverer<'a> {
             return Err(unconfirmed);
         }
         rdma::link_port_netdevs(topo);
+        // As the process view of a whole read of `scope`, for the devices held.
+        if scope == Scope::Full {
+            let held = topo.rdma_devices.iter().map(|d| d.name.clone()).collect();
+            host::read_rdma_limits(&mut ctx, &mut topo.process, Some(&held));
+        }
         if scope == Scope::Full {
             qos::read_qos(&mut ctx, topo);
         }
@@ -428,6 +442,11 @@ impl<'a> Discoverer<'a> {
             pf_rdma_devices: pf_devices.into_iter().collect(),
             pci: detailed.into_iter().collect(),
             reason: focus.reason.clone(),
+            other_rdma_devices: topo
+                .view
+                .take()
+                .map(|v| v.other_rdma_devices)
+                .unwrap_or_default(),
         });
         topo.diagnostics = ctx.diags;
         Ok(())
@@ -495,6 +514,9 @@ pub(crate) struct Ctx<'a> {
     /// Running on a reading thread of [`Ctx::par_filter_map`]: work is not spread again
     /// (a device's GID table while devices are read side by side).
     in_worker: bool,
+    /// The process view leaves the rdma cgroup's limits to be read once the devices
+    /// are known (a pod's files list every device of the host).
+    pub rdma_limits_later: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -506,6 +528,7 @@ impl<'a> Ctx<'a> {
             outline: false,
             named_functions: BTreeSet::new(),
             in_worker: false,
+            rdma_limits_later: false,
         }
     }
 

@@ -2,11 +2,11 @@
 
 use super::{Ctx, Scope};
 use crate::model::{DetailView, Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
-use crate::parse::natural_cmp;
 use crate::parse::{
     LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
     parse_link_layer, parse_phys_state, parse_port_state, parse_rate,
 };
+use crate::parse::{natural_cmp, natural_key};
 use crate::sysfs::join;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -43,16 +43,16 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
             uverbs.get(name).cloned(),
         ))
     });
-    devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+    devices.sort_by_cached_key(|d| natural_key(&d.name));
     topo.rdma_devices = devices;
 }
 
-/// Every device in outline, opening no file: by name only, except the candidates for
-/// this container's devices (those beside a uverbs node in `/dev/infiniband`, and on
-/// the functions of this namespace's netdevs and of `PCIDEVICE_*`), which get their PCI
-/// function and uverbs node from links. The others cost nothing: a host's hundreds of
-/// VFs are other pods'. A uverbs node's `ibdev` is read once its device is chosen
-/// ([`read_focus`]).
+/// The candidates for this container's devices in outline, opening no file: those
+/// beside a uverbs node in `/dev/infiniband` and on the functions of this namespace's
+/// netdevs and of `PCIDEVICE_*`, each with its PCI function and uverbs node from links.
+/// Every other device is only named ([`DetailView::other_rdma_devices`]): a host's
+/// hundreds of VFs are other pods', and cost one entry of a listing each. A uverbs
+/// node's `ibdev` is read once its device is chosen ([`read_focus`]).
 fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
     let mut parents: Vec<String> = topo
         .process
@@ -83,28 +83,57 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
             Vec::new()
         }
     };
-    let mut devices: Vec<RdmaDevice> = names
-        .into_iter()
-        .map(|name| {
-            if !candidates.contains(&name) {
-                return RdmaDevice::named(name, None);
-            }
-            let dir = join(CLASS_DIR, &name);
-            let pci = pci_of(ctx, &dir);
-            let uverbs = uverbs_beside(ctx, &dir);
-            RdmaDevice {
-                uverbs,
-                ..RdmaDevice::named(name, pci)
-            }
-        })
-        .collect();
+    let (mut devices, mut others): (Vec<RdmaDevice>, Vec<String>) = (Vec::new(), Vec::new());
+    for name in names {
+        if !candidates.contains(&name) {
+            others.push(name);
+            continue;
+        }
+        let dir = join(CLASS_DIR, &name);
+        let pci = pci_of(ctx, &dir);
+        let uverbs = uverbs_beside(ctx, &dir);
+        devices.push(RdmaDevice {
+            uverbs,
+            ..RdmaDevice::named(name, pci)
+        });
+    }
     devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+    others.sort_by_cached_key(|n| natural_key(n));
     // The PCI outline places what this container names and its candidates' functions.
     functions.extend(devices.iter().filter_map(|d| d.pci));
     ctx.named_functions = functions;
     topo.rdma_devices = devices;
     // An outline holds no device in full (the focus is read after).
-    topo.view = Some(DetailView::default());
+    topo.view = Some(DetailView {
+        other_rdma_devices: others,
+        ..DetailView::default()
+    });
+}
+
+/// Take the devices `names` out of the outline's other devices into the model, in
+/// outline (`name`, and its PCI function from its link), to be read in part: the RDMA
+/// devices of a VF's PF. Those not listed as other devices are left as they are.
+pub(super) fn hold_others(ctx: &Ctx, topo: &mut Topology, names: &BTreeSet<String>) {
+    let Some(view) = topo.view.as_mut() else {
+        return;
+    };
+    let taken: Vec<String> = view
+        .other_rdma_devices
+        .iter()
+        .filter(|n| names.contains(*n))
+        .cloned()
+        .collect();
+    if taken.is_empty() {
+        return;
+    }
+    view.other_rdma_devices.retain(|n| !names.contains(n));
+    for name in taken {
+        let pci = pci_of(ctx, &join(CLASS_DIR, &name));
+        let at = topo
+            .rdma_devices
+            .partition_point(|d| natural_cmp(&d.name, &name).is_lt());
+        topo.rdma_devices.insert(at, RdmaDevice::named(name, pci));
+    }
 }
 
 /// The uverbs node whose class device hangs under the same parent as the class device

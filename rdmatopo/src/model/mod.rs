@@ -71,9 +71,11 @@ pub struct Topology {
 }
 
 /// The devices a container's model was read for ("owned" view): its own GPUs and RDMA
-/// devices in full; every other RDMA device as an outline (name, PCI function, uverbs
-/// node; no ports, GIDs or attributes), every other GPU by place, class and node, and no
-/// other PCI function (the host's NICs and their VFs are not placed). The GPUs found are
+/// devices in full; the RDMA devices of its VFs' PFs in part; every other RDMA device
+/// by name only ([`DetailView::other_rdma_devices`], not in
+/// [`Topology::rdma_devices`]: a host's hundreds of VFs are other pods'), every other
+/// GPU by place, class and node, and no other PCI function (the host's NICs and their
+/// VFs are not placed). The GPUs found are
 /// those bound to `nvidia`, `nouveau` or `vfio-pci` (all by class on a machine without
 /// the `nvidia` driver).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +93,10 @@ pub struct DetailView {
     pub pci: Vec<PciAddr>,
     /// Why the view was narrowed, for a header.
     pub reason: String,
+    /// The other RDMA devices in `/sys/class/infiniband` (other containers'), by name
+    /// only, in model order: listed, never read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_rdma_devices: Vec<String>,
 }
 
 impl Topology {
@@ -113,6 +119,19 @@ impl Topology {
             view: None,
             diagnostics: Vec::new(),
         }
+    }
+
+    /// The RDMA devices of the machine the model names but does not hold (another
+    /// container's, in an owned view): [`DetailView::other_rdma_devices`].
+    pub fn other_rdma_devices(&self) -> &[String] {
+        self.view
+            .as_ref()
+            .map_or(&[], |v| v.other_rdma_devices.as_slice())
+    }
+
+    /// How many RDMA devices the machine shows: those held and those only named.
+    pub fn rdma_device_count(&self) -> usize {
+        self.rdma_devices.len() + self.other_rdma_devices().len()
     }
 
     /// Whether the model holds RDMA device `name` in full (every device of a whole read).

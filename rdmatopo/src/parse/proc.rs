@@ -107,9 +107,27 @@ pub struct RdmaLimit {
 
 /// Parse `rdma.max` or `rdma.current`; unknown keys are ignored (newer kernels add some).
 pub fn parse_rdma_cgroup(text: &str) -> Result<Vec<RdmaLimit>, ParseError> {
-    // One line per registered device: a pod's file lists every device of the host.
-    let mut out = Vec::with_capacity(text.bytes().filter(|b| *b == b'\n').count());
-    for line in text.lines() {
+    parse_rdma_cgroup_of(text, |_| true)
+}
+
+/// The lines of an rdma cgroup file whose device `wanted` accepts; the others are
+/// skipped unparsed. A pod's file lists every device of the host (the kernel lists
+/// every registered device), and a pod answers for its own.
+pub fn parse_rdma_cgroup_of(
+    text: &str,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<RdmaLimit>, ParseError> {
+    let mut out = Vec::new();
+    // Lines by bytes: most are skipped on their first word alone.
+    for line in text.split_terminator('\n') {
+        let line = line.trim_start();
+        let end = line
+            .bytes()
+            .position(|b| b.is_ascii_whitespace())
+            .unwrap_or(line.len());
+        if end == 0 || !wanted(&line[..end]) {
+            continue;
+        }
         let mut words = line.split_ascii_whitespace();
         let Some(device) = words.next() else {
             continue;
@@ -162,6 +180,17 @@ mod tests {
         let cg = parse_cgroup("0::/kubepods.slice/pod1\n12:rdma:/\n").unwrap();
         assert_eq!(cg[1].controllers, vec!["rdma"]);
         assert!(parse_cgroup("nonsense").is_err());
+    }
+
+    #[test]
+    fn rdma_limits_of_some_devices() {
+        let text = "mlx5_0 hca_handle=2 hca_object=max\nmlx5_1 garbage\nmlx5_2 hca_handle=max\n";
+        let some = parse_rdma_cgroup_of(text, |d| d != "mlx5_1").unwrap();
+        let names: Vec<&str> = some.iter().map(|l| l.device.as_str()).collect();
+        assert_eq!(names, ["mlx5_0", "mlx5_2"]);
+        assert_eq!(some[0].hca_handle, Some(RdmaLimitValue::Count(2)));
+        // The line skipped is not judged; read whole, it is an error.
+        assert!(parse_rdma_cgroup(text).is_err());
     }
 
     #[test]

@@ -564,7 +564,11 @@ impl Sysfs {
         let mut buf = BUFFER.take();
         let result = self
             .read_limited(path, MAX_ATTR_BYTES, &mut buf)
-            .map(|()| f(&String::from_utf8_lossy(&buf)));
+            // Validation a word at a time; the lossy scan only for the rare bad byte.
+            .map(|()| match std::str::from_utf8(&buf) {
+                Ok(text) => f(text),
+                Err(_) => f(&String::from_utf8_lossy(&buf)),
+            });
         BUFFER.set(buf);
         result
     }
@@ -707,14 +711,13 @@ impl Sysfs {
         Ok(names)
     }
 
-    /// Sorted names, without remembering what kind each entry is: for a long listing
-    /// of which few entries are resolved after (`/sys/class/infiniband` in a pod, where
-    /// hundreds of devices are other pods'), remembering would cost more than it saves.
+    /// Names in the directory's own order (the caller orders them), without remembering
+    /// what kind each entry is: for a long listing of which few entries are resolved
+    /// after (`/sys/class/infiniband` in a pod, where hundreds of devices are other
+    /// pods'), remembering would cost more than it saves.
     pub fn list_names(&self, path: &str) -> Result<Vec<String>, SysfsError> {
         let (_, entries) = self.entries(path)?;
-        let mut names: Vec<String> = entries.into_iter().map(|(name, _)| name).collect();
-        names.sort_unstable();
-        Ok(names)
+        Ok(entries.into_iter().map(|(name, _)| name).collect())
     }
 
     /// The directory's real path and its entries (at most [`MAX_DIR_ENTRIES`]), unsorted.

@@ -134,7 +134,17 @@ impl<'t> Devices<'t> {
         }
         match name.parse::<PciAddr>() {
             Ok(a) if self.topo.pci_function(a).is_some() => Ok(a),
-            _ => Err(ViewError::UnknownDevice(name.to_string())),
+            _ => Err(self.not_held(name)),
+        }
+    }
+
+    /// Why the model has no device `name`: another container's, only named in an owned
+    /// view ([`ViewError::OutsideView`]), or none at all.
+    fn not_held(&self, name: &str) -> ViewError {
+        if self.topo.other_rdma_devices().iter().any(|d| d == name) {
+            ViewError::OutsideView(name.to_string())
+        } else {
+            ViewError::UnknownDevice(name.to_string())
         }
     }
 
@@ -148,7 +158,7 @@ impl<'t> Devices<'t> {
         let d = self
             .topo
             .rdma_device(name)
-            .ok_or_else(|| ViewError::UnknownDevice(name.to_string()))?;
+            .ok_or_else(|| self.not_held(name))?;
         if self.topo.holds_rdma_details(name) {
             Ok(d)
         } else {
@@ -197,7 +207,8 @@ impl<'t> Devices<'t> {
     /// else of the first one at PCI address `key`.
     ///
     /// # Errors
-    /// [`ViewError::UnknownDevice`] when there is none.
+    /// [`ViewError::UnknownDevice`] when there is none; [`ViewError::OutsideView`] for
+    /// another container's device, only named in an owned view.
     pub fn nic_position(&self, key: &str) -> Result<usize, ViewError> {
         let devices = &self.topo.rdma_devices;
         let by_name = devices.iter().position(|d| d.name == key);
@@ -205,9 +216,7 @@ impl<'t> Devices<'t> {
             let addr: PciAddr = key.parse().ok()?;
             devices.iter().position(|d| d.pci == Some(addr))
         };
-        by_name
-            .or_else(by_pci)
-            .ok_or_else(|| ViewError::UnknownDevice(key.to_string()))
+        by_name.or_else(by_pci).ok_or_else(|| self.not_held(key))
     }
 
     /// The class between the functions at `a` and `b` as `rdmatopo topo` prints it:

@@ -16,10 +16,11 @@ use super::{PathClass, ViewError, path_class};
 use crate::model::{
     Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, PciFunction, Port, RdmaDevice, Topology,
 };
-use crate::parse::natural_cmp;
 use crate::parse::{CpuSet, PciAddr, PortState};
+use crate::parse::{merge_natural, natural_cmp};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Schema tag of [`Plan::to_json`].
 pub const NCCL_ENV_SCHEMA: &str = "rdmatopo.nccl-env/1";
@@ -312,9 +313,27 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// A copy with every list in its canonical order, so that the plan does not depend on
-/// the order devices were listed in.
-fn canonical(topo: &Topology) -> Topology {
+/// The model with every list in its canonical order, so that the plan does not depend
+/// on the order devices were listed in: borrowed when discovery's order is already
+/// that (it always is), else a sorted copy.
+fn canonical(topo: &Topology) -> Cow<'_, Topology> {
+    fn sorted<'n>(names: impl Iterator<Item = &'n str>) -> bool {
+        let names: Vec<&str> = names.collect();
+        names.is_sorted_by(|a, b| natural_cmp(a, b).is_le())
+    }
+    let in_order = topo.pci.is_sorted_by_key(|f| f.address)
+        && topo.gpus.is_sorted_by_key(|g| g.pci)
+        && topo.numa_nodes.is_sorted_by_key(|n| n.id)
+        && topo.host_bridges.is_sorted_by(|a, b| a.name <= b.name)
+        && sorted(topo.netdevs.iter().map(|n| n.name.as_str()))
+        && sorted(topo.rdma_devices.iter().map(|d| d.name.as_str()))
+        && topo.rdma_devices.iter().all(|d| {
+            d.ports.is_sorted_by_key(|p| p.number)
+                && d.ports.iter().all(|p| p.gids.is_sorted_by_key(|g| g.index))
+        });
+    if in_order {
+        return Cow::Borrowed(topo);
+    }
     let mut t = topo.clone();
     t.pci.sort_by_key(|f| f.address);
     t.gpus.sort_by_key(|g| g.pci);
@@ -328,7 +347,7 @@ fn canonical(topo: &Topology) -> Topology {
             p.gids.sort_by_key(|g| g.index);
         }
     }
-    t
+    Cow::Owned(t)
 }
 
 /// The first of `vars` that is set, as a number.
@@ -511,6 +530,12 @@ fn select_ports<'t>(
     let mut cands: Vec<Cand> = Vec::new();
     let mut assumed: Vec<&str> = Vec::new();
     let mut others: Vec<&str> = Vec::new();
+    // One lookup a device: a host's `--all` read in a pod has hundreds.
+    let states: HashMap<&str, Ownership> = view
+        .rdma
+        .iter()
+        .map(|o| (o.key.as_str(), o.state))
+        .collect();
     for dev in &topo.rdma_devices {
         // An outline (another container's device in an owned view) has no function
         // read; it is left out below as the other containers' devices are.
@@ -524,7 +549,11 @@ fn select_ports<'t>(
             });
             continue;
         }
-        match view.rdma_device(&dev.name) {
+        match states
+            .get(dev.name.as_str())
+            .copied()
+            .unwrap_or(Ownership::Unknown)
+        {
             Ownership::Visible => {
                 others.push(dev.name.as_str());
                 continue;
@@ -583,6 +612,8 @@ fn select_ports<'t>(
         }
     }
 
+    // With those an owned view only names.
+    let others = merge_natural(others, topo.other_rdma_devices());
     if !others.is_empty() {
         notes.push(format!(
             "RDMA devices of another container are left out ({}; their /dev/infiniband nodes or netdevs are not here): {}",

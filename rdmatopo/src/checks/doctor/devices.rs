@@ -1,8 +1,9 @@
 //! Checks on the devices themselves: SR-IOV virtual functions (3), GPUDirect RDMA
 //! prerequisites and the RDMA character devices (8).
 
-use super::{Scope, Sink, list, pci_dir, port_dir, port_name, short_list, state_text};
+use super::{Scope, Sink, pci_dir, port_dir, port_name, short_list, state_text};
 use crate::model::RdmaDevice;
+use crate::parse::merge_natural;
 
 /// `NCCL_IB_QPS_PER_CONNECTION` from this process's environment (NCCL's default 1).
 fn qps_per_connection(scope: &Scope) -> u64 {
@@ -214,6 +215,7 @@ pub(super) fn gpudirect(scope: &Scope, out: &mut Sink) {
 
 pub(super) fn char_devices(scope: &Scope, out: &mut Sink) {
     let topo = scope.topo;
+    // An owned view holds a device of its own whenever it names others (lib.rs).
     if topo.rdma_devices.is_empty() {
         out.not_applicable("no RDMA device");
         return;
@@ -243,6 +245,8 @@ pub(super) fn char_devices(scope: &Scope, out: &mut Sink) {
         })
         .collect();
     let present = topo.rdma_devices.len() - missing.len();
+    // The devices an owned view only names are other containers': none has a node here.
+    let others = topo.other_rdma_devices();
     if present == 0 {
         // Name the devices this container was meant to use when they are known.
         let judged: Vec<&RdmaDevice> = if scope.hcas.len() < missing.len() {
@@ -274,8 +278,8 @@ pub(super) fn char_devices(scope: &Scope, out: &mut Sink) {
         );
         return;
     }
-    if !missing.is_empty() {
-        let names: Vec<String> = missing.iter().map(|d| d.name.clone()).collect();
+    if !missing.is_empty() || !others.is_empty() {
+        let names = merge_natural(missing.iter().map(|d| d.name.as_str()), others);
         if scope.context.is_container() {
             out.push(
                 out.info(format!(
@@ -291,7 +295,7 @@ pub(super) fn char_devices(scope: &Scope, out: &mut Sink) {
             out.push(
                 out.warning(format!(
                     "{} have no /dev/infiniband/uverbs node",
-                    list(&names)
+                    short_list(&names, usize::MAX)
                 ))
                 .with("/dev/infiniband", listing.clone())
                 .why("a device without its uverbs node cannot be opened from user space, so NCCL does not see that rail")

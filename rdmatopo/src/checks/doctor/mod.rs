@@ -416,11 +416,16 @@ fn port_dir(dev: &str, port: u32) -> String {
 }
 
 /// Join at most `max` names, then say how many there are in all.
-fn short_list(names: &[String], max: usize) -> String {
+fn short_list<S: AsRef<str>>(names: &[S], max: usize) -> String {
+    let first: Vec<String> = names
+        .iter()
+        .take(max)
+        .map(|n| n.as_ref().to_string())
+        .collect();
     if names.len() <= max {
-        return list(names);
+        return list(&first);
     }
-    format!("{}, … ({} in all)", names[..max].join(", "), names.len())
+    format!("{}, … ({} in all)", first.join(", "), names.len())
 }
 
 /// Join names: `a, b and c`.
