@@ -1,9 +1,10 @@
 //! Check 2: the PCIe distance from each GPU to the NIC it would use, against the
 //! nearest RDMA NIC anywhere on the machine.
 
-use super::{Scope, Sink, list, pci_dir};
+use super::{Scope, Sink, list, pci_dir, pcie};
 use crate::model::PciFunction;
 use crate::view::affinity::{PathClass, path_class};
+use crate::view::scope::GpuNics;
 
 pub(super) fn check(scope: &Scope, out: &mut Sink) {
     if scope.gpus.is_empty() {
@@ -28,15 +29,10 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
         };
         let used: Vec<String> = gn.nics.iter().map(|d| d.name.clone()).collect();
         let gpu_label = scope.gpu_label(gn.gpu);
-        // The nearest RDMA-capable function on the machine, owned or not.
-        let best = machine
-            .iter()
-            .map(|f| (*f, path_class(scope.topo, gf, f)))
-            .min_by_key(|(f, c)| (c.rank(), f.is_vf, f.address));
-        let Some((best_fn, best_class)) = best else {
+        let Some((best_fn, best_class)) = nearest(scope, &machine, gf) else {
             continue;
         };
-        if gn.class.allows_gdr() || gn.class.rank() <= best_class.rank() {
+        if !recommends(gn.class, best_class) {
             ok.push(format!("{gpu_label} {} {}", gn.class, list(&used)));
             if !gn.class.allows_gdr() {
                 no_gdr.push((gpu_label, gn.class));
@@ -46,14 +42,29 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
         let nic_fn = gn.nics[0].pci.and_then(|a| scope.function(a));
         let better = scope.nic_label(best_fn);
         let used_is_vf = nic_fn.is_some_and(|f| f.is_vf);
+        // ACS redirect on the way to `better` would send its peer-to-peer traffic
+        // through the root complex anyway: the advice is worth less until it is off.
+        let redirect = pcie::redirecting(scope, gn.gpu.pci, best_fn.address, best_class);
+        let ports: Vec<String> = redirect
+            .iter()
+            .map(|(b, _)| b.address.to_string())
+            .collect();
         let summary = format!(
-            "{gpu_label} would use {} at {} while {better} is {best_class} from it{}",
+            "{gpu_label} would use {} at {} while {better} is {best_class} from it{}{}",
             list(&used),
             gn.class,
             if used_is_vf {
                 ": its VF sits under a different PCIe switch than the GPU"
             } else {
                 ""
+            },
+            if ports.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (but ACS on {} redirects peer-to-peer on that path: see acs-redirect)",
+                    list(&ports)
+                )
             }
         );
         let mut f = if best_class.allows_gdr() {
@@ -67,7 +78,13 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
         if let Some(nf) = nic_fn {
             f = f.with(pci_dir(nf.address), nf.path.clone());
         }
-        let why = if best_class.allows_gdr() {
+        for (b, control) in &redirect {
+            f = f.with(
+                format!("{}/config", pci_dir(b.address)),
+                format!("ACSCtl: {control}"),
+            );
+        }
+        let mut why = if best_class.allows_gdr() {
             format!(
                 "NCCL uses GPUDirect RDMA only up to PXB (NCCL_NET_GDR_LEVEL default); at {} every transfer is staged through host memory and crosses the CPU, which costs up to half the bandwidth (NVIDIA/nccl-tests#347; NeMo-RL PR #3670: +29% all-reduce with aligned HCAs)",
                 gn.class
@@ -78,7 +95,18 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
                 gn.class
             )
         };
-        out.push(f.why(why).fix(fix_for(scope, best_fn, used_is_vf)));
+        let mut fix = fix_for(scope, best_fn, used_is_vf);
+        if !ports.is_empty() {
+            why.push_str(&format!(
+                ". ACS P2P redirect on {} sends traffic between {gpu_label} and {better} up to the root complex too, so {best_class} pays off only once it is disabled",
+                list(&ports)
+            ));
+            fix.push_str(&format!(
+                "; and disable ACS redirect on {} (see the acs-redirect warning)",
+                list(&ports)
+            ));
+        }
+        out.push(f.why(why).fix(fix));
     }
     if !no_gdr.is_empty() {
         let worst = no_gdr
@@ -102,6 +130,37 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
     if out.findings.is_empty() {
         out.note(ok.join("; "));
     }
+}
+
+/// The nearest RDMA-capable function on the machine (`machine`: `scope.machine_nics()`)
+/// to the GPU `gpu`, owned or not, and its class: PFs before VFs at the same class, then
+/// by address, so that the choice is stable.
+pub(super) fn nearest<'a>(
+    scope: &Scope<'a>,
+    machine: &[&'a PciFunction],
+    gpu: &PciFunction,
+) -> Option<(&'a PciFunction, PathClass)> {
+    machine
+        .iter()
+        .map(|f| (*f, path_class(scope.topo, gpu, f)))
+        .min_by_key(|(f, c)| (c.rank(), f.is_vf, f.address))
+}
+
+/// Whether a GPU whose NIC is `used` away is told to move to the nearest at `best`:
+/// only when the used one is beyond PXB (no GPUDirect RDMA) and the other is closer.
+fn recommends(used: PathClass, best: PathClass) -> bool {
+    !used.allows_gdr() && used.rank() > best.rank()
+}
+
+/// The function `gpu-nic-distance` recommends instead of the NIC `gn` uses, and its
+/// class; `None` when it recommends nothing for this GPU.
+pub(super) fn recommended<'a>(
+    scope: &Scope<'a>,
+    machine: &[&'a PciFunction],
+    gn: &GpuNics,
+) -> Option<(&'a PciFunction, PathClass)> {
+    let gf = scope.function(gn.gpu.pci)?;
+    nearest(scope, machine, gf).filter(|(_, best)| recommends(gn.class, *best))
 }
 
 fn fix_for(scope: &Scope, best: &PciFunction, used_is_vf: bool) -> String {

@@ -1,9 +1,9 @@
 //! PCIe checks on GPU-NIC paths (8): links trained below their maximum, and ACS
 //! peer-to-peer redirect on the bridges between a GPU and its NIC.
 
-use super::{Scope, Sink, list, pci_dir};
+use super::{Scope, Sink, distance, list, pci_dir};
 use crate::model::{PciFunction, PciRole};
-use crate::parse::{AcsState, LinkSpeed, PciAddr};
+use crate::parse::{AcsFlags, AcsState, LinkSpeed, PciAddr};
 use crate::view::affinity::PathClass;
 
 /// The functions on the path between `a` and `b` below their lowest common ancestor
@@ -167,13 +167,101 @@ pub(super) fn link(scope: &Scope, out: &mut Sink) {
     }
 }
 
+/// What a bridge's ACS does to peer-to-peer traffic through it.
+enum BridgeAcs {
+    /// No redirect (capability absent, or present with ReqRedir- CmpltRedir-).
+    Clean,
+    /// P2P Request or Completion Redirect on: the control register as read.
+    Redirects(AcsFlags),
+    /// Not judged: bytes of config space read (0: none).
+    Unreadable(usize),
+}
+
+fn bridge_acs(f: &PciFunction) -> BridgeAcs {
+    match f.acs {
+        Some(AcsState::Present { control, .. }) if control.redirects_p2p() => {
+            BridgeAcs::Redirects(control)
+        }
+        Some(AcsState::Present { .. } | AcsState::Absent) => BridgeAcs::Clean,
+        Some(AcsState::NotReadable { config_bytes }) => BridgeAcs::Unreadable(config_bytes),
+        None => BridgeAcs::Unreadable(0),
+    }
+}
+
+/// The bridges whose ACS decides whether peer-to-peer between `a` and `b` (at `class`)
+/// stays below the root complex: those strictly between them, for PIX/PXB pairs only
+/// (anything farther crosses the root complex whatever ACS says).
+fn p2p_bridges<'a>(
+    scope: &Scope<'a>,
+    a: PciAddr,
+    b: PciAddr,
+    class: PathClass,
+) -> Vec<&'a PciFunction> {
+    if !matches!(class, PathClass::Pix | PathClass::Pxb) {
+        return Vec::new();
+    }
+    path(scope, a, b)
+        .into_iter()
+        .filter(|f| f.is_bridge())
+        .collect()
+}
+
+/// The bridges between `a` and `b` (at `class`) whose ACS redirects peer-to-peer
+/// traffic up to the root complex, with their `ACSCtl` as lspci spells it.
+pub(super) fn redirecting<'a>(
+    scope: &Scope<'a>,
+    a: PciAddr,
+    b: PciAddr,
+    class: PathClass,
+) -> Vec<(&'a PciFunction, String)> {
+    p2p_bridges(scope, a, b, class)
+        .into_iter()
+        .filter_map(|f| match bridge_acs(f) {
+            BridgeAcs::Redirects(control) => Some((f, control.lspci())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The fix for ACS redirect on `ports` (bridge addresses).
+fn acs_fix(ports: &[String]) -> String {
+    let (these, setpci) = match ports {
+        [one] => (
+            "this bridge",
+            format!("`setpci -s {one} ECAP_ACS+0x6.w=0000` on each switch port"),
+        ),
+        _ => (
+            "these bridges",
+            format!(
+                "`setpci -s <bdf> ECAP_ACS+0x6.w=0000` for each of {}",
+                list(ports)
+            ),
+        ),
+    };
+    format!(
+        "disable ACS on {these}: BIOS setting (\"PCIe ACS\" / \"ACS Control\" disabled), or at boot {setpci} (NVIDIA's GPUDirect guide); on bare metal also boot with iommu=pt. In VMs, keep ACS and enable ATS with Direct Translated P2P instead"
+    )
+}
+
 pub(super) fn acs(scope: &Scope, out: &mut Sink) {
     // Peer-to-peer stays below the root complex only for PIX/PXB pairs.
     let pairs: Vec<_> = pairs(scope)
         .into_iter()
         .filter(|p| matches!(p.4, PathClass::Pix | PathClass::Pxb))
         .collect();
-    if pairs.is_empty() {
+    // The devices gpu-nic-distance recommends instead of far NICs: its PIX/PXB advice
+    // holds only if ACS lets peer-to-peer to them stay below the switch too.
+    let machine = scope.machine_nics();
+    let recommended: Vec<_> = scope
+        .gpu_nics
+        .iter()
+        .filter_map(|gn| {
+            let (f, class) = distance::recommended(scope, &machine, gn)?;
+            let bridges = p2p_bridges(scope, gn.gpu.pci, f.address, class);
+            (!bridges.is_empty()).then(|| (scope.gpu_label(gn.gpu), f, class, bridges))
+        })
+        .collect();
+    if pairs.is_empty() && recommended.is_empty() {
         out.not_applicable(
             "no GPU-NIC pair under a common PCIe switch: their traffic goes through the root complex anyway",
         );
@@ -181,33 +269,25 @@ pub(super) fn acs(scope: &Scope, out: &mut Sink) {
     }
     let mut unreadable: Vec<(PciAddr, usize)> = Vec::new();
     let mut seen: Vec<PciAddr> = Vec::new();
-    let mut redirecting: Vec<(&PciFunction, String)> = Vec::new();
+    let mut redirecting: Vec<(&PciFunction, AcsFlags, String)> = Vec::new();
     let mut checked = 0;
-    for (gpu_name, g, nic_name, n, _) in &pairs {
-        for f in path(scope, *g, *n).into_iter().filter(|f| f.is_bridge()) {
+    for (gpu_name, g, nic_name, n, class) in &pairs {
+        for f in p2p_bridges(scope, *g, *n, *class) {
             if seen.contains(&f.address) {
                 continue;
             }
             seen.push(f.address);
-            match f.acs {
-                Some(AcsState::Present { control, .. }) => {
+            match bridge_acs(f) {
+                BridgeAcs::Clean => checked += 1,
+                BridgeAcs::Redirects(control) => {
                     checked += 1;
-                    if control.redirects_p2p() {
-                        redirecting.push((f, format!("{gpu_name}-{nic_name}")));
-                    }
+                    redirecting.push((f, control, format!("{gpu_name}-{nic_name}")));
                 }
-                Some(AcsState::Absent) => checked += 1,
-                Some(AcsState::NotReadable { config_bytes }) => {
-                    unreadable.push((f.address, config_bytes))
-                }
-                None => unreadable.push((f.address, 0)),
+                BridgeAcs::Unreadable(bytes) => unreadable.push((f.address, bytes)),
             }
         }
     }
-    for (f, pair) in &redirecting {
-        let Some(AcsState::Present { control, .. }) = f.acs else {
-            continue;
-        };
+    for (f, control, pair) in &redirecting {
         out.push(
             out.error(format!(
                 "ACS redirects peer-to-peer traffic on bridge {} between {pair}",
@@ -215,10 +295,55 @@ pub(super) fn acs(scope: &Scope, out: &mut Sink) {
             ))
             .with(format!("{}/config", pci_dir(f.address)), format!("ACSCtl: {}", control.lspci()))
             .why("with P2P Request/Completion Redirect on, every GPUDirect RDMA transfer between the GPU and the NIC is sent up to the root complex and back instead of across the switch: bandwidth drops sharply or transfers stall (NVIDIA/nccl-tests#252 needed NCCL_NET_GDR_LEVEL=0 until ACS was disabled)")
-            .fix(format!(
-                "disable ACS on this bridge: BIOS setting (\"PCIe ACS\" / \"ACS Control\" disabled), or at boot `setpci -s {} ECAP_ACS+0x6.w=0000` on each switch port (NVIDIA's GPUDirect guide); on bare metal also boot with iommu=pt. In VMs, keep ACS and enable ATS with Direct Translated P2P instead",
-                f.address
-            )),
+            .fix(acs_fix(&[f.address.to_string()])),
+        );
+    }
+    // The recommended paths: one warning per (GPU, device), naming every port that
+    // redirects (a port shared with a used pair is named again: another pair).
+    let mut rec_clean: Vec<PciAddr> = Vec::new();
+    let mut rec_names: Vec<String> = Vec::new();
+    for (gpu, f, class, bridges) in &recommended {
+        let dev = scope.nic_label(f);
+        rec_names.push(format!("{gpu} -> {dev}"));
+        let mut redirect: Vec<(&PciFunction, AcsFlags)> = Vec::new();
+        for b in bridges {
+            match bridge_acs(b) {
+                BridgeAcs::Redirects(control) => redirect.push((b, control)),
+                BridgeAcs::Clean => {
+                    if !rec_clean.contains(&b.address) {
+                        rec_clean.push(b.address);
+                    }
+                }
+                BridgeAcs::Unreadable(bytes) => {
+                    if !unreadable.iter().any(|(a, _)| *a == b.address) {
+                        unreadable.push((b.address, bytes));
+                    }
+                }
+            }
+        }
+        if redirect.is_empty() {
+            continue;
+        }
+        let ports: Vec<String> = redirect
+            .iter()
+            .map(|(b, _)| b.address.to_string())
+            .collect();
+        let mut w = out.warning(format!(
+            "ACS redirects peer-to-peer traffic on {} {} between {gpu} and {dev}, the device gpu-nic-distance recommends for it",
+            if ports.len() == 1 { "bridge" } else { "bridges" },
+            list(&ports)
+        ));
+        for (b, control) in &redirect {
+            w = w.with(
+                format!("{}/config", pci_dir(b.address)),
+                format!("ACSCtl: {}", control.lspci()),
+            );
+        }
+        out.push(
+            w.why(format!(
+                "{dev} is {class} from {gpu}, close enough for GPUDirect RDMA across the PCIe switch; with P2P Request/Completion Redirect on these ports, that traffic would still be sent up to the root complex and back, so moving to {dev} gains less than its {class} promises (NVIDIA/nccl-tests#252). Nothing uses this path yet, hence a warning"
+            ))
+            .fix(format!("before moving to {dev}, {}", acs_fix(&ports))),
         );
     }
     if !unreadable.is_empty() {
@@ -245,8 +370,19 @@ pub(super) fn acs(scope: &Scope, out: &mut Sink) {
         );
     }
     if out.findings.is_empty() {
-        out.note(format!(
-            "{checked} bridge(s) between GPUs and their NICs without ACS redirect"
-        ));
+        let used = if pairs.is_empty() {
+            "no GPU-NIC pair in use under a common PCIe switch".to_string()
+        } else {
+            format!("{checked} bridge(s) between GPUs and their NICs without ACS redirect")
+        };
+        out.note(if rec_names.is_empty() {
+            used
+        } else {
+            format!(
+                "{used}; {} bridge(s) on the path to the device gpu-nic-distance recommends ({}) without ACS redirect",
+                rec_clean.len(),
+                list(&rec_names)
+            )
+        });
     }
 }

@@ -701,6 +701,108 @@ fn acs_redirect_between_gpu_and_nic() {
     assert!(findings(&r, "acs-redirect")[0].why.contains("64 bytes"));
 }
 
+/// The pod of `distance_nic_far_while_pix_exists`: GPU0 given mlx5_1 (SYS) while
+/// mlx5_0 sits under GPU0's switch, so gpu-nic-distance recommends mlx5_0.
+fn pod_with_far_nic() -> Machine {
+    host()
+        .pod()
+        .remove("/dev/infiniband/uverbs0")
+        .set("/dev/infiniband/uverbs1", "")
+}
+
+#[test]
+fn acs_redirect_on_the_recommended_path_is_a_warning() {
+    let mut m = pod_with_far_nic();
+    m.tree.insert(
+        &format!("{}/config", path_of("0000:02:01.0")),
+        MemEntry::File(bridge_config(0x001d)),
+    );
+    let r = m.report();
+    assert_eq!(
+        outcome(&r, "acs-redirect"),
+        Outcome::Warning,
+        "{}",
+        summaries(&r, "acs-redirect")
+    );
+    let f = &findings(&r, "acs-redirect")[0];
+    assert_eq!(f.severity, Severity::Warning);
+    for text in [
+        "0000:02:01.0",
+        "GPU0 (0000:03:00.0)",
+        "mlx5_0 (0000:04:00.0)",
+    ] {
+        assert!(f.summary.contains(text), "{text}: {}", f.summary);
+    }
+    // Only the port that redirects is named: 02:00.0 is on the path, but clean.
+    assert!(!f.summary.contains("0000:02:00.0"), "{}", f.summary);
+    assert_eq!(
+        f.evidence[0].path,
+        "/sys/bus/pci/devices/0000:02:01.0/config"
+    );
+    assert!(f.evidence[0].value.contains("ReqRedir+ CmpltRedir+"));
+    assert!(f.fix.contains("disable ACS") && f.fix.contains("0000:02:01.0"));
+    assert!(f.fix.contains("Direct Translated P2P"), "{}", f.fix);
+    // The distance finding says its advice needs ACS off, and points to the warning.
+    let d = &findings(&r, "gpu-nic-distance")[0];
+    assert!(
+        d.summary.contains("mlx5_0 (0000:04:00.0) is PIX"),
+        "{}",
+        d.summary
+    );
+    assert!(d.summary.contains("see acs-redirect"), "{}", d.summary);
+    assert!(
+        d.evidence
+            .iter()
+            .any(|e| e.path.ends_with("0000:02:01.0/config") && e.value.contains("ReqRedir+"))
+    );
+    assert!(d.fix.contains("acs-redirect"), "{}", d.fix);
+    // Nothing uses that path yet: the pod's exit code comes from the distance error.
+    assert_eq!(r.exit_code(), 2);
+}
+
+#[test]
+fn acs_clean_recommended_path_is_checked_not_na() {
+    let r = pod_with_far_nic().report();
+    assert_eq!(outcome(&r, "gpu-nic-distance"), Outcome::Error);
+    assert_eq!(outcome(&r, "acs-redirect"), Outcome::Ok);
+    let note = &r
+        .checks
+        .iter()
+        .find(|c| c.check == "acs-redirect")
+        .map(|c| c.note.clone())
+        .unwrap_or_default();
+    for text in [
+        "no GPU-NIC pair in use under a common PCIe switch",
+        "2 bridge(s) on the path",
+        "GPU0 (0000:03:00.0) -> mlx5_0 (0000:04:00.0)",
+    ] {
+        assert!(note.contains(text), "{text}: {note}");
+    }
+    // The distance finding claims nothing about ACS when the path is clean.
+    let d = &findings(&r, "gpu-nic-distance")[0];
+    assert!(!d.summary.contains("ACS"), "{}", d.summary);
+}
+
+#[test]
+fn acs_not_applicable_without_pix_or_pxb_anywhere() {
+    // mlx5_0's port is down: no alternative, so nothing is recommended, and the pod's
+    // own pair (GPU0-mlx5_1) is SYS.
+    let p = format!("{}/infiniband/mlx5_0/ports/1", path_of("0000:04:00.0"));
+    let mut m = pod_with_far_nic().set(&format!("{p}/state"), "1: DOWN\n");
+    m.tree.insert(
+        &format!("{}/config", path_of("0000:02:01.0")),
+        MemEntry::File(bridge_config(0x001d)),
+    );
+    let r = m.report();
+    assert_eq!(
+        outcome(&r, "gpu-nic-distance"),
+        Outcome::Info,
+        "{}",
+        summaries(&r, "gpu-nic-distance")
+    );
+    assert_eq!(outcome(&r, "acs-redirect"), Outcome::NotApplicable);
+}
+
 #[test]
 fn gpudirect_needs_peer_memory() {
     let r = host().remove("/sys/module/nvidia_peermem").report();
