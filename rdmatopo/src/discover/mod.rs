@@ -377,7 +377,17 @@ impl<'a> Discoverer<'a> {
         let detailed = if scope == Scope::Container {
             BTreeSet::new()
         } else {
-            pci::read_focus(&mut ctx, topo, functions)
+            // A GPU whose NICs are all elsewhere: what sits beside it, so that the
+            // checks can name a nearer NIC and the switch ports on the way to it.
+            let nics = functions
+                .iter()
+                .filter(|a| !focus.functions.contains(a))
+                .copied()
+                .collect();
+            let beside = pci::read_beside(&mut ctx, topo, &focus.functions, &nics);
+            let mut detailed = pci::read_focus(&mut ctx, topo, functions);
+            detailed.extend(beside);
+            detailed
         };
         // The RDMA devices of the PFs of its VFs: their ports carry the VFs' traffic
         // (QoS, link state). Their GID tables name a netdev of this namespace only when

@@ -409,6 +409,82 @@ pub(super) fn read_focus(
     detailed
 }
 
+/// For each GPU of `gpus` with no function of `nics` below its root port, read in full
+/// the functions below that root port that the outline did not place: the NICs and
+/// VFs beside the GPU and the switch ports between them, which a whole read holds and
+/// the checks weigh against a far NIC (`gpu-nic-distance`'s nearest function and
+/// `acs-redirect` on the way to it). Their RDMA devices stay outlines, named with their
+/// function. Call before [`read_focus`] (which assigns the roles); returns the
+/// functions read.
+pub(super) fn read_beside(
+    ctx: &mut Ctx,
+    topo: &mut Topology,
+    gpus: &BTreeSet<PciAddr>,
+    nics: &BTreeSet<PciAddr>,
+) -> BTreeSet<PciAddr> {
+    let root_port = |topo: &Topology, a: PciAddr| topo.ancestors(a).last().map(|f| f.address);
+    let near: BTreeSet<PciAddr> = nics.iter().filter_map(|n| root_port(topo, *n)).collect();
+    // (directory, its function, host bridge): the root ports of GPUs far from every NIC.
+    let mut todo: Vec<(String, PciAddr, String)> = gpus
+        .iter()
+        .filter_map(|g| topo.ancestors(*g).last().copied())
+        .filter(|rp| !nics.is_empty() && !near.contains(&rp.address))
+        .map(|rp| (rp.path.clone(), rp.address, rp.host_bridge.clone()))
+        .collect();
+    let mut visited: BTreeSet<PciAddr> = BTreeSet::new();
+    let mut read: Vec<PciFunction> = Vec::new();
+    while let Some((dir, bridge, host_bridge)) = todo.pop() {
+        if !visited.insert(bridge) {
+            continue;
+        }
+        for name in ctx.list(&dir) {
+            let Some(addr) = PciAddr::from_component(&name) else {
+                continue;
+            };
+            let path = join(&dir, &name);
+            if let Some(f) = topo.pci_function(addr) {
+                if f.class >> 8 == 0x0604 {
+                    todo.push((path, addr, host_bridge.clone()));
+                }
+                continue;
+            }
+            if read.iter().any(|f| f.address == addr) {
+                continue;
+            }
+            let Some(class) = read_class(ctx, &path, || path.clone()) else {
+                continue;
+            };
+            let place = (host_bridge.clone(), Some(bridge));
+            let Some(f) = read_function(ctx, addr, &path, class, None, &place, None) else {
+                continue;
+            };
+            if f.is_bridge() {
+                todo.push((path, addr, host_bridge.clone()));
+            }
+            read.push(f);
+        }
+    }
+    forget_unknown_numa_nodes(ctx, topo, read.iter_mut());
+    let added: BTreeSet<PciAddr> = read.iter().map(|f| f.address).collect();
+    // Outlines name no function: a function's devices are those under it.
+    for f in &read {
+        for name in ctx
+            .fs
+            .list_opt(&join(&f.path, "infiniband"))
+            .unwrap_or_default()
+        {
+            if let Some(d) = topo.rdma_devices.iter_mut().find(|d| d.name == name)
+                && d.pci.is_none()
+            {
+                d.pci = Some(f.address);
+            }
+        }
+    }
+    topo.pci.extend(read);
+    topo.pci.sort_by_key(|f| f.address);
+    added
+}
+
 /// The affinity scope reads `numa_node` of GPUs and NICs only. A host bridge's node
 /// stands in for theirs where they know none (path classes across host bridges, a GPU's
 /// NUMA node): for those host bridges, the node is its first function's that knows one

@@ -89,7 +89,8 @@ pub struct DetailView {
     /// table at most the slots up to the first that names a netdev of this namespace.
     pub pf_rdma_devices: Vec<String>,
     /// PCI functions read in full: the container's GPUs and RDMA functions, the PFs of
-    /// its VFs and every bridge above them, in address order.
+    /// its VFs and every bridge above them, and the functions below the root port of a
+    /// GPU none of whose NICs is there, in address order.
     pub pci: Vec<PciAddr>,
     /// Why the view was narrowed, for a header.
     pub reason: String,

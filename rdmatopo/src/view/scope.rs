@@ -340,8 +340,10 @@ impl<'a> Scope<'a> {
                 if devs.is_empty() {
                     return f.vendor == 0x15b3 && matches!(f.class_code(), 0x0200 | 0x0207);
                 }
-                // A NIC whose every port is known to be down is no alternative.
-                devs.iter().any(|d| d.ports.iter().any(Port::is_active))
+                // A NIC whose every port is known to be down is no alternative; an
+                // outline's ports (a narrowed view's NIC beside a GPU) are not known.
+                devs.iter()
+                    .any(|d| d.ports.is_empty() || d.ports.iter().any(Port::is_active))
             })
             .collect()
     }
