@@ -466,18 +466,24 @@ pub(super) fn read_beside(
     }
     forget_unknown_numa_nodes(ctx, topo, read.iter_mut());
     let added: BTreeSet<PciAddr> = read.iter().map(|f| f.address).collect();
-    // Outlines name no function: a function's devices are those under it.
+    // A function's devices are those under it: the outline only named them.
+    let mut under: Vec<(String, PciAddr)> = Vec::new();
     for f in &read {
         for name in ctx
             .fs
             .list_opt(&join(&f.path, "infiniband"))
             .unwrap_or_default()
         {
-            if let Some(d) = topo.rdma_devices.iter_mut().find(|d| d.name == name)
-                && d.pci.is_none()
-            {
-                d.pci = Some(f.address);
-            }
+            under.push((name, f.address));
+        }
+    }
+    let names = under.iter().map(|(n, _)| n.clone()).collect();
+    super::rdma::hold_others(ctx, topo, &names);
+    for (name, addr) in under {
+        if let Some(d) = topo.rdma_devices.iter_mut().find(|d| d.name == name)
+            && d.pci.is_none()
+        {
+            d.pci = Some(addr);
         }
     }
     topo.pci.extend(read);
