@@ -57,6 +57,38 @@ fn pod_without_uverbs() {
 }
 
 #[test]
+fn acs_redirect_on_the_switch_the_doctor_recommends() {
+    // The whole read, and the pod's own (narrowed) view that `rdmatopo doctor` uses.
+    let root = support::fixtures_dir()
+        .join("pod-h100-acs-redirect")
+        .join("root");
+    let owned = rdmatopo::discover_in(Some(&root), rdmatopo::View::Owned).unwrap();
+    assert!(owned.view.is_some(), "not narrowed");
+    let r = report("pod-h100-acs-redirect");
+    assert_eq!(doctor::run(&owned), r);
+    // The pod's VF is NODE from its GPU: the distance check recommends the PF under the
+    // GPU's own switch, whose downstream ports redirect peer-to-peer.
+    assert_eq!(outcome(&r, "gpu-nic-distance"), Outcome::Error);
+    assert!(has(&r, "gpu-nic-distance", "see acs-redirect"));
+    assert_eq!(outcome(&r, "acs-redirect"), Outcome::Warning);
+    let w = r
+        .findings
+        .iter()
+        .find(|f| f.check == "acs-redirect")
+        .unwrap();
+    for text in [
+        "0000:bf:00.0",
+        "0000:bf:01.0",
+        "0000:c2:00.0",
+        "GPU5 (0000:c3:00.0)",
+        "(0000:c0:00.0), the device gpu-nic-distance recommends",
+    ] {
+        assert!(w.summary.contains(text), "{text}: {}", w.summary);
+    }
+    assert!(w.fix.contains("disable ACS"), "{}", w.fix);
+}
+
+#[test]
 fn the_same_pod_without_faults() {
     let r = report("pod-h100-1gpu-1vf");
     for check in [

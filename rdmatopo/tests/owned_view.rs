@@ -155,6 +155,41 @@ fn pod_sriov_reads_one_gid_table_and_names_the_rest() {
     }
 }
 
+/// A pod whose VF is far from its GPU: the owned view reads what sits below the GPU's
+/// root port (the nearer PF, its VFs, the switch ports), their RDMA devices outlines
+/// with their function; a pod whose VF is beside its GPU reads none of it.
+#[test]
+fn a_gpu_far_from_its_nics_reads_what_is_beside_it() {
+    let read = |name: &str| {
+        let root = support::fixtures_dir().join(name).join("root");
+        both(|| Sysfs::at(&root), Scope::Full)
+    };
+    let (all, owned, _, _) = read("pod-h100-acs-redirect");
+    let view = owned.view.as_ref().expect("narrowed");
+    for bdf in [
+        "0000:bf:00.0",
+        "0000:c0:00.0",
+        "0000:c0:00.2",
+        "0000:c2:01.0",
+    ] {
+        let a = bdf.parse().unwrap();
+        assert!(view.pci.contains(&a), "{bdf} not read");
+        assert_eq!(owned.pci_function(a), all.pci_function(a), "{bdf}");
+    }
+    let pf = owned.rdma_device("mlx5_9").unwrap();
+    assert_eq!(pf.pci, Some("0000:c0:00.0".parse().unwrap()));
+    assert!(pf.ports.is_empty() && !owned.holds_rdma_details("mlx5_9"));
+    // Another tray stays unread.
+    assert!(
+        owned
+            .pci_function("0000:18:00.0".parse().unwrap())
+            .is_none()
+    );
+    let (_, near, _, _) = read("pod-h100-1gpu-1vf");
+    assert!(near.pci_function("0000:c0:00.3".parse().unwrap()).is_none());
+    assert!(near.pci_function("0000:c2:01.0".parse().unwrap()).is_none());
+}
+
 /// The whole read plus the diagnostics that say why the view was widened.
 fn assert_widened(what: &str, all: &Topology, owned: &Topology, path: &str) {
     assert!(owned.view.is_none(), "{what}: narrowed");
