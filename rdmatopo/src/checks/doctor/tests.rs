@@ -784,6 +784,22 @@ fn acs_clean_recommended_path_is_checked_not_na() {
 }
 
 #[test]
+fn acs_unreadable_on_the_recommended_path_is_skipped_not_na() {
+    // A pod without CAP_SYS_ADMIN reads 64 bytes of config space: said, not n/a.
+    let mut m = pod_with_far_nic();
+    for (path, _) in host().tree.entries() {
+        if path.ends_with("/config") {
+            m.tree.insert(path, MemEntry::File(vec![0u8; 64]));
+        }
+    }
+    let r = m.report();
+    assert_eq!(outcome(&r, "acs-redirect"), Outcome::Skipped);
+    let f = &findings(&r, "acs-redirect")[0];
+    assert!(f.summary.contains("0000:02:01.0"), "{}", f.summary);
+    assert!(f.why.contains("64 bytes"));
+}
+
+#[test]
 fn acs_not_applicable_without_pix_or_pxb_anywhere() {
     // mlx5_0's port is down: no alternative, so nothing is recommended, and the pod's
     // own pair (GPU0-mlx5_1) is SYS.
