@@ -384,7 +384,16 @@ impl<'a> Discoverer<'a> {
                 .filter(|a| !focus.functions.contains(a))
                 .copied()
                 .collect();
-            let beside = pci::read_beside(&mut ctx, topo, &focus.functions, &nics);
+            let (beside, devices) = pci::read_beside(&mut ctx, topo, &focus.functions, &nics);
+            let names = devices.iter().map(|(n, _)| n.clone()).collect();
+            rdma::hold_others(&ctx, topo, &names);
+            for (name, addr) in devices {
+                if let Some(d) = topo.rdma_devices.iter_mut().find(|d| d.name == name)
+                    && d.pci.is_none()
+                {
+                    d.pci = Some(addr);
+                }
+            }
             let mut detailed = pci::read_focus(&mut ctx, topo, functions);
             detailed.extend(beside);
             detailed

@@ -413,15 +413,15 @@ pub(super) fn read_focus(
 /// the functions below that root port that the outline did not place: the NICs and
 /// VFs beside the GPU and the switch ports between them, which a whole read holds and
 /// the checks weigh against a far NIC (`gpu-nic-distance`'s nearest function and
-/// `acs-redirect` on the way to it). Their RDMA devices stay outlines, named with their
-/// function. Call before [`read_focus`] (which assigns the roles); returns the
-/// functions read.
+/// `acs-redirect` on the way to it). Call before [`read_focus`] (which assigns the
+/// roles); returns the functions read and the RDMA devices under them, each with its
+/// function (to be held as outlines).
 pub(super) fn read_beside(
     ctx: &mut Ctx,
     topo: &mut Topology,
     gpus: &BTreeSet<PciAddr>,
     nics: &BTreeSet<PciAddr>,
-) -> BTreeSet<PciAddr> {
+) -> (BTreeSet<PciAddr>, Vec<(String, PciAddr)>) {
     let root_port = |topo: &Topology, a: PciAddr| topo.ancestors(a).last().map(|f| f.address);
     let near: BTreeSet<PciAddr> = nics.iter().filter_map(|n| root_port(topo, *n)).collect();
     // (directory, its function, host bridge): the root ports of GPUs far from every NIC.
@@ -477,18 +477,10 @@ pub(super) fn read_beside(
             under.push((name, f.address));
         }
     }
-    let names = under.iter().map(|(n, _)| n.clone()).collect();
-    super::rdma::hold_others(ctx, topo, &names);
-    for (name, addr) in under {
-        if let Some(d) = topo.rdma_devices.iter_mut().find(|d| d.name == name)
-            && d.pci.is_none()
-        {
-            d.pci = Some(addr);
-        }
-    }
+
     topo.pci.extend(read);
     topo.pci.sort_by_key(|f| f.address);
-    added
+    (added, under)
 }
 
 /// The affinity scope reads `numa_node` of GPUs and NICs only. A host bridge's node
