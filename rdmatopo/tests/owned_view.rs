@@ -258,3 +258,25 @@ fn bad_evidence_widens_the_view() {
         assert_widened(text, &all, &owned, path);
     }
 }
+
+/// A container that owns no RDMA device while the host has some is read whole: why
+/// none of them opens (no node here, or no ib_uverbs) is told by their verbs devices,
+/// which an owned view would only name.
+#[test]
+fn a_pod_without_an_rdma_device_is_read_whole() {
+    let mut tree = pod_sriov();
+    for node in ["uverbs12", "umad12", "issm12"] {
+        tree.remove(&format!("/dev/infiniband/{node}"));
+    }
+    tree.remove("/sys/class/net/net1");
+    let env: String = environ(&tree)
+        .split('\0')
+        .filter(|kv| !kv.starts_with("PCIDEVICE_"))
+        .collect::<Vec<_>>()
+        .join("\0");
+    tree.file("/proc/self/environ", &env);
+    let (all, owned) = owned_of(&tree);
+    assert!(owned.view.is_none(), "narrowed to no RDMA device");
+    assert_eq!(owned, all);
+    assert!(ContainerView::of(&owned).owned_rdma().is_empty());
+}
