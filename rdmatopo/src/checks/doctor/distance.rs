@@ -3,8 +3,7 @@
 
 use super::{Scope, Sink, list, pci_dir, pcie};
 use crate::model::PciFunction;
-use crate::view::affinity::{PathClass, path_class};
-use crate::view::scope::GpuNics;
+use crate::view::affinity::PathClass;
 
 pub(super) fn check(scope: &Scope, out: &mut Sink) {
     if scope.gpus.is_empty() {
@@ -29,10 +28,10 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
         };
         let used: Vec<String> = gn.nics.iter().map(|d| d.name.clone()).collect();
         let gpu_label = scope.gpu_label(gn.gpu);
-        let Some((best_fn, best_class)) = nearest(scope, &machine, gf) else {
+        let Some((best_fn, best_class)) = pcie::nearest(scope, &machine, gf) else {
             continue;
         };
-        if !recommends(gn.class, best_class) {
+        if !pcie::recommends(gn.class, best_class) {
             ok.push(format!("{gpu_label} {} {}", gn.class, list(&used)));
             if !gn.class.allows_gdr() {
                 no_gdr.push((gpu_label, gn.class));
@@ -130,37 +129,6 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
     if out.findings.is_empty() {
         out.note(ok.join("; "));
     }
-}
-
-/// The nearest RDMA-capable function on the machine (`machine`: `scope.machine_nics()`)
-/// to the GPU `gpu`, owned or not, and its class: PFs before VFs at the same class, then
-/// by address, so that the choice is stable.
-pub(super) fn nearest<'a>(
-    scope: &Scope<'a>,
-    machine: &[&'a PciFunction],
-    gpu: &PciFunction,
-) -> Option<(&'a PciFunction, PathClass)> {
-    machine
-        .iter()
-        .map(|f| (*f, path_class(scope.topo, gpu, f)))
-        .min_by_key(|(f, c)| (c.rank(), f.is_vf, f.address))
-}
-
-/// Whether a GPU whose NIC is `used` away is told to move to the nearest at `best`:
-/// only when the used one is beyond PXB (no GPUDirect RDMA) and the other is closer.
-fn recommends(used: PathClass, best: PathClass) -> bool {
-    !used.allows_gdr() && used.rank() > best.rank()
-}
-
-/// The function `gpu-nic-distance` recommends instead of the NIC `gn` uses, and its
-/// class; `None` when it recommends nothing for this GPU.
-pub(super) fn recommended<'a>(
-    scope: &Scope<'a>,
-    machine: &[&'a PciFunction],
-    gn: &GpuNics,
-) -> Option<(&'a PciFunction, PathClass)> {
-    let gf = scope.function(gn.gpu.pci)?;
-    nearest(scope, machine, gf).filter(|(_, best)| recommends(gn.class, *best))
 }
 
 fn fix_for(scope: &Scope, best: &PciFunction, used_is_vf: bool) -> String {

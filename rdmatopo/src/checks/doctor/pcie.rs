@@ -1,10 +1,12 @@
 //! PCIe checks on GPU-NIC paths (8): links trained below their maximum, and ACS
-//! peer-to-peer redirect on the bridges between a GPU and its NIC.
+//! peer-to-peer redirect on the bridges between a GPU and its NIC or the one
+//! `gpu-nic-distance` recommends (the nearest function, chosen here for both checks).
 
-use super::{Scope, Sink, distance, list, pci_dir};
+use super::{Scope, Sink, list, pci_dir};
 use crate::model::{PciFunction, PciRole};
 use crate::parse::{AcsFlags, AcsState, LinkSpeed, PciAddr};
-use crate::view::affinity::PathClass;
+use crate::view::affinity::{PathClass, path_class};
+use crate::view::scope::GpuNics;
 
 /// The functions on the path between `a` and `b` below their lowest common ancestor
 /// (which the traffic does not pass through); the whole of both chains when they
@@ -243,6 +245,37 @@ fn acs_fix(ports: &[String]) -> String {
     )
 }
 
+/// The nearest RDMA-capable function on the machine (`machine`: `scope.machine_nics()`)
+/// to the GPU `gpu`, owned or not, and its class: PFs before VFs at the same class, then
+/// by address, so that the choice is stable.
+pub(super) fn nearest<'a>(
+    scope: &Scope<'a>,
+    machine: &[&'a PciFunction],
+    gpu: &PciFunction,
+) -> Option<(&'a PciFunction, PathClass)> {
+    machine
+        .iter()
+        .map(|f| (*f, path_class(scope.topo, gpu, f)))
+        .min_by_key(|(f, c)| (c.rank(), f.is_vf, f.address))
+}
+
+/// Whether a GPU whose NIC is `used` away is told to move to the nearest at `best`:
+/// only when the used one is beyond PXB (no GPUDirect RDMA) and the other is closer.
+pub(super) fn recommends(used: PathClass, best: PathClass) -> bool {
+    !used.allows_gdr() && used.rank() > best.rank()
+}
+
+/// The function `gpu-nic-distance` recommends instead of the NIC `gn` uses, and its
+/// class; `None` when it recommends nothing for this GPU.
+pub(super) fn recommended<'a>(
+    scope: &Scope<'a>,
+    machine: &[&'a PciFunction],
+    gn: &GpuNics,
+) -> Option<(&'a PciFunction, PathClass)> {
+    let gf = scope.function(gn.gpu.pci)?;
+    nearest(scope, machine, gf).filter(|(_, best)| recommends(gn.class, *best))
+}
+
 pub(super) fn acs(scope: &Scope, out: &mut Sink) {
     // Peer-to-peer stays below the root complex only for PIX/PXB pairs.
     let pairs: Vec<_> = pairs(scope)
@@ -256,7 +289,7 @@ pub(super) fn acs(scope: &Scope, out: &mut Sink) {
         .gpu_nics
         .iter()
         .filter_map(|gn| {
-            let (f, class) = distance::recommended(scope, &machine, gn)?;
+            let (f, class) = recommended(scope, &machine, gn)?;
             let bridges = p2p_bridges(scope, gn.gpu.pci, f.address, class);
             (!bridges.is_empty()).then(|| (scope.gpu_label(gn.gpu), f, class, bridges))
         })
