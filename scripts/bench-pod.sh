@@ -22,7 +22,8 @@
 #   RUNS=10 BIN=target/release/rdmatopo scripts/bench-pod.sh   # no build, fewer runs
 #
 # Needs: hyperfine, strace, lstopo-no-graphics (hwloc-nox), python3; cargo unless BIN is
-# given. On Debian: apt-get install hyperfine strace hwloc-nox python3. Exits 3 if one is
+# given; valgrind (optional) adds instruction counts to part B. On Debian: apt-get install
+# hyperfine strace hwloc-nox python3 valgrind. Exits 3 if one of the first four is
 # missing. Prints a Markdown report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -186,6 +187,29 @@ for v in "${sizes[@]}"; do
 done
 bench "$work/B.json" "${args[@]}"
 report B "$work/B.json" "${sizes[@]}"
+
+# Instructions (callgrind, where valgrind is installed): the same runs counted instead of
+# timed, so that a growth of a few percent is not lost in a shared machine's noise.
+if command -v valgrind >/dev/null; then
+  echo
+  echo "Instructions executed (valgrind --tool=callgrind, whole process, millions):"
+  echo
+  echo "| foreign VFs | topo | nccl-env | doctor |"
+  echo "|---:|---:|---:|---:|"
+  for v in "${sizes[@]}"; do
+    vfs=0
+    for f in "$work/pod$v"/sys/bus/pci/devices/*; do
+      [ -e "$f/physfn" ] && vfs=$((vfs + 1))
+    done
+    row="| $((vfs - 1))"
+    for c in topo nccl-env doctor; do
+      valgrind --tool=callgrind --callgrind-out-file="$work/cg.$v.$c" "$rt" "$c" --root "$work/pod$v" >/dev/null 2>&1 || true
+      n=$(sed -n 's/^summary: //p; s/^totals: //p' "$work/cg.$v.$c" | head -1)
+      row+=" | $(awk -v n="${n:-0}" 'BEGIN { printf "%.2f", n / 1e6 }')"
+    done
+    echo "$row |"
+  done
+fi
 
 # 5. Part C: discovery in process, warm, as a launch script or an NCCL plugin calls it:
 # Python `rdmatopo.discover()` (PYTHON: an interpreter with rdmatopo installed, a release
