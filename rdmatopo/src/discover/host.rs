@@ -56,8 +56,8 @@ fn env_is_relevant(key: &str) -> bool {
 }
 
 pub(super) fn read_numa(ctx: &mut Ctx, topo: &mut Topology) {
-    // No analysis of the affinity scope weighs NUMA distances.
-    let distances_wanted = ctx.scope != super::Scope::Affinity;
+    // Only the full scope's analyses weigh NUMA distances.
+    let distances_wanted = ctx.scope == super::Scope::Full;
     let mut nodes: Vec<NumaNode> = ctx
         .list(NODE_DIR)
         .into_iter()
@@ -88,33 +88,41 @@ pub(super) fn read_numa(ctx: &mut Ctx, topo: &mut Topology) {
     topo.numa_nodes = nodes;
 }
 
+/// `ib_core`'s `netns_mode`: whether RDMA devices are shared by every namespace.
+fn read_netns_mode(ctx: &mut Ctx) -> Option<NetnsMode> {
+    ctx.text("/sys/module/ib_core/parameters/netns_mode", true)
+        .and_then(|t| match t.trim() {
+            "Y" | "1" => Some(NetnsMode::Shared),
+            "N" | "0" => Some(NetnsMode::Exclusive),
+            _ => None,
+        })
+}
+
 pub(super) fn read_host(ctx: &mut Ctx, topo: &mut Topology) {
     if ctx.scope == super::Scope::Affinity {
         return;
     }
     let host = &mut topo.host;
+    host.rdma_netns_mode = read_netns_mode(ctx);
+    host.default_route_interface = ctx
+        .text("/proc/net/route", true)
+        .and_then(|t| default_route(&t));
+    // `topo` in a container needs of the host's facts these two alone (ownership).
+    if ctx.scope == super::Scope::Container {
+        return;
+    }
     host.cpus_online = ctx.attr("/sys/devices/system/cpu/online", true, parse_cpulist);
     host.cpu = ctx
         .fs
         .read_prefix("/proc/cpuinfo", 8192)
         .ok()
         .map(|t| parse_cpuinfo(&t));
-    host.rdma_netns_mode = ctx
-        .text("/sys/module/ib_core/parameters/netns_mode", true)
-        .and_then(|t| match t.trim() {
-            "Y" | "1" => Some(NetnsMode::Shared),
-            "N" | "0" => Some(NetnsMode::Exclusive),
-            _ => None,
-        });
     host.peermem = PEERMEM_MARKERS
         .iter()
         .filter(|p| ctx.fs.exists(p))
         .map(|p| p.to_string())
         .collect();
     host.nvidia_driver = ctx.text("/sys/module/nvidia/version", true);
-    host.default_route_interface = ctx
-        .text("/proc/net/route", true)
-        .and_then(|t| default_route(&t));
 }
 
 pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {

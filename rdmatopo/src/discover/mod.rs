@@ -61,10 +61,13 @@ pub enum Scope {
     /// function (kinds as in [`Scope::Gids`]). Nothing else.
     PortNetdevs,
     /// What `rdmatopo topo` needs inside a container, where it shows the devices this
-    /// process owns: everything [`Scope::Full`] reads except the GID tables (each
-    /// port's GID slots only up to the first that names a netdev, as in
-    /// [`Scope::PortNetdevs`], without types), QoS and the rdma cgroup's limits, and
-    /// without the cross-checks of NVML and verbs facts against sysfs.
+    /// process owns: what [`Scope::Full`] reads for the ownership view and the matrix.
+    /// Not the GID tables (each port's GID slots only up to the first that names a
+    /// netdev, as in [`Scope::PortNetdevs`], without types), the adapters' ids and
+    /// firmware, the ports' link state, the netdevs' state, speed, MTU, address and IPv4
+    /// addresses, NUMA distances, host facts but the RDMA netns mode and the default
+    /// route, QoS or the rdma cgroup's limits; no cross-checks of NVML and verbs facts
+    /// against sysfs.
     Container,
 }
 

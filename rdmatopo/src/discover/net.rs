@@ -51,7 +51,7 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
         });
         Some(read_outline(ctx, &real, name, pci, detail))
     });
-    if ctx.scope.reads_details() {
+    if ctx.scope.reads_details() && ctx.scope != Scope::Container {
         assign_ipv4(ctx, &mut out);
     }
     topo.netdevs = out;
@@ -148,6 +148,28 @@ fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netde
         .and_then(|a| topo.pci_function(a))
         .is_some_and(|f| f.is_vf);
     let kind = kind_of(&name, arphrd, bond.is_some(), pci, is_vf);
+    let ifindex = ctx.attr(&at("ifindex"), true, |t| parse_dec::<u32>("ifindex", t));
+    let iflink = ctx.attr(&at("iflink"), true, |t| parse_dec::<u32>("iflink", t));
+    // `topo` in a container tells its network by kinds and links; the link's state,
+    // speed and MTU are `doctor`'s and `nccl-env`'s.
+    if ctx.scope == Scope::Container {
+        return Netdev {
+            kind,
+            pci,
+            mtu: None,
+            operstate: None,
+            carrier: None,
+            speed_mbps: None,
+            address: None,
+            arphrd,
+            ifindex,
+            iflink,
+            master: ctx.fs.link_name(&at("master")).ok(),
+            bond,
+            ipv4: Vec::new(),
+            name,
+        };
+    }
     let speed = ctx
         .fs
         .read(&at("speed"))
@@ -164,8 +186,8 @@ fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netde
         speed_mbps: speed,
         address: ctx.text(&at("address"), true),
         arphrd,
-        ifindex: ctx.attr(&at("ifindex"), true, |t| parse_dec::<u32>("ifindex", t)),
-        iflink: ctx.attr(&at("iflink"), true, |t| parse_dec::<u32>("iflink", t)),
+        ifindex,
+        iflink,
         master: ctx.fs.link_name(&at("master")).ok(),
         bond,
         ipv4: Vec::new(),

@@ -258,6 +258,14 @@ fn read_device_with(
             ..RdmaDevice::named(name, pci)
         };
     }
+    // `topo` in a container: ownership needs the uverbs node, not the adapter's ids.
+    if ctx.scope == Scope::Container {
+        return RdmaDevice {
+            ports,
+            uverbs,
+            ..RdmaDevice::named(name, pci)
+        };
+    }
     RdmaDevice {
         pci,
         node_type: ctx.text(&at("node_type"), true),
@@ -335,7 +343,8 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port
     } else {
         ctx.par_filter_map(&slots, GID_SLOTS_PER_THREAD, read_slot)
     };
-    if !ctx.scope.reads_details() {
+    // `topo` in a container relates ports to netdevs; their link state is `doctor`'s.
+    if !ctx.scope.reads_details() || ctx.scope == Scope::Container {
         return Port {
             link_layer,
             gid_table_len,
