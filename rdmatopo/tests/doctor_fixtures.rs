@@ -130,3 +130,122 @@ fn hosts() {
     assert_eq!(r.exit_code(), 0);
     assert!(r.findings.is_empty());
 }
+
+/// A macvlan pod on a shared HCA: the upstream kernel lists the host's GIDs (host
+/// netdev names) at 0-3 of the pod's table, MLNX_OFED reads them as zero. Either way
+/// the pod's GID is its macvlan's (5), and only its slots count.
+#[test]
+fn macvlan_pod_gid_is_its_namespaces_on_every_driver() {
+    for name in ["pod-macvlan-inbox", "pod-macvlan-ofed"] {
+        let r = report(name);
+        assert!(
+            has(
+                &r,
+                "netns",
+                "GID index right here: mlx5_9 -> 5 (10.109.0.131 on net1)"
+            ),
+            "{name}"
+        );
+        assert!(
+            has(
+                &r,
+                "netns",
+                "mlx5_9 has 2 of 255 GID slots in this namespace"
+            ),
+            "{name}"
+        );
+        assert!(!has(&r, "netns", "enp192s0np0"), "{name}");
+        assert_eq!(outcome(&r, "roce-gid"), Outcome::Ok, "{name}");
+        let note = &r
+            .checks
+            .iter()
+            .find(|c| c.check == "roce-gid")
+            .unwrap()
+            .note;
+        assert_eq!(
+            note, "RoCE v2 IPv4 GID per port: mlx5_9: 5 (10.109.0.131)",
+            "{name}"
+        );
+        let plan = rdmatopo::view::gid::choose_gid(
+            &rdmatopo::discover(Some(&support::fixtures_dir().join(name).join("root"))).unwrap(),
+            "mlx5_9",
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            (plan.index, plan.netdev.as_deref()),
+            (5, Some("net1")),
+            "{name}"
+        );
+    }
+}
+
+/// `gids` keeps show_gids's rows and marks those of other namespaces after its last
+/// column; the OFED table has none to mark.
+#[test]
+fn gids_marks_other_namespaces_rows() {
+    let gids = |name: &str| {
+        let root = support::fixtures_dir().join(name).join("root");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+            .args(["gids", "--root"])
+            .arg(&root)
+            .arg("mlx5_9")
+            .env_clear()
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let inbox = gids("pod-macvlan-inbox");
+    let rows: Vec<&str> = inbox
+        .lines()
+        .filter(|l| l.starts_with("mlx5_9\t"))
+        .collect();
+    assert_eq!(rows.len(), 6, "{inbox}");
+    for row in &rows[..4] {
+        assert!(row.ends_with("\tenp192s0np0\t[other netns]"), "{row}");
+    }
+    assert_eq!(
+        rows[5],
+        "mlx5_9\t1\t5\t0000:0000:0000:0000:0000:ffff:0a6d:0083\t10.109.0.131  \tv2\tnet1"
+    );
+    assert!(inbox.contains("n_gids_found=6\n[other netns]: 4 GIDs of netdevs outside"));
+    assert!(inbox.contains("  mlx5_9\tindex 5\t10.109.0.131 on net1"));
+    let ofed = gids("pod-macvlan-ofed");
+    assert!(!ofed.contains("[other netns]"), "{ofed}");
+    assert!(ofed.contains("n_gids_found=2\n"));
+    assert!(ofed.contains("  mlx5_9\tindex 5\t10.109.0.131 on net1"));
+}
+
+/// A forced `NCCL_IB_GID_INDEX` that lands on the host's GID (listed by the upstream
+/// kernel) is no GID of this namespace: the same error as an empty slot.
+#[test]
+fn forced_gid_index_on_a_host_gid_is_an_error() {
+    for name in ["pod-macvlan-inbox", "pod-macvlan-ofed"] {
+        let root = support::fixtures_dir().join(name).join("root");
+        let mut topo = rdmatopo::discover(Some(&root)).unwrap();
+        topo.process
+            .env
+            .insert("NCCL_IB_GID_INDEX".into(), "3".into());
+        let r = doctor::run(&topo);
+        assert!(
+            has(
+                &r,
+                "netns",
+                "NCCL_IB_GID_INDEX=3 but mlx5_9 has no GID at index 3 in this namespace"
+            ),
+            "{name}"
+        );
+        assert!(has(&r, "netns", "(the right one here is 5)"), "{name}");
+        assert_eq!(
+            has(
+                &r,
+                "netns",
+                "(10.109.0.54 there is enp192s0np0's, a netdev of another namespace)"
+            ),
+            name.ends_with("inbox"),
+            "{name}"
+        );
+        assert_eq!(r.exit_code(), 2, "{name}");
+    }
+}

@@ -11,7 +11,8 @@ use super::doctor::{self, Outcome, Report, active_mtu};
 use crate::model::{Severity, Topology};
 use crate::parse::natural_cmp;
 use crate::parse::{CpuSet, RdmaLimitValue};
-use crate::view::scope::{Context, Scope, nccl_gid};
+use crate::view::gid::best_gid;
+use crate::view::scope::{Context, Scope};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -329,7 +330,7 @@ fn facts(scope: &Scope) -> Vec<(String, String)> {
         if port.link_layer == Some(crate::parse::LinkLayer::Ethernet) {
             push(
                 &format!("gid {label}"),
-                nccl_gid(port).map_or("none".to_string(), |g| {
+                best_gid(topo, port).map_or("none".to_string(), |g| {
                     format!(
                         "index {} ({}{})",
                         g.index,

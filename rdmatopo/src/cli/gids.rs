@@ -1,12 +1,20 @@
 //! `rdmatopo gids`: the `show_gids` table (mlnx-tools), in numeric index order, and
 //! the GID NCCL would choose per RoCE port.
+//!
+//! Rows of other network namespaces: the upstream kernel lists every namespace's GIDs
+//! in a pod's table (with the host's netdev names), MLNX_OFED hides them. They stay in
+//! the table, as `show_gids` prints them, but carry one trailing field, `[other netns]`,
+//! after the show_gids columns, and a note below `n_gids_found` says what it means; in
+//! JSON they have `"other_netns": true`. Rows of this namespace (all of them on a host)
+//! are exactly show_gids's. Whether a row is another namespace's is
+//! `view::gid::of_other_namespace`, the rule every command chooses GIDs by.
 
 use super::{Format, Output, RootArgs, json};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::{Gid, RdmaDevice};
 use rdmatopo::parse::{gid_is_link_local, parse_gid};
-use rdmatopo::view::gid::{GidChoice, choose_gid};
+use rdmatopo::view::gid::{GidChoice, choose_gid, of_other_namespace};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -36,6 +44,10 @@ struct Row<'a> {
     #[serde(rename = "type")]
     gid_type: Option<&'static str>,
     netdev: Option<&'a str>,
+    /// The GID's netdev is in another network namespace: listed (the upstream kernel
+    /// shows it here) but not usable from here. Absent when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    other_netns: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -107,6 +119,7 @@ pub fn run(args: &GidsArgs) -> Result<Output, String> {
                     ipv4: g.ipv4.as_deref(),
                     gid_type: g.gid_type.map(|t| t.as_str()),
                     netdev: g.netdev.as_deref(),
+                    other_netns: of_other_namespace(&topo, g),
                 });
             }
             if let Some(c) = choose_gid(&topo, &d.name, p.number) {
@@ -124,6 +137,9 @@ pub fn run(args: &GidsArgs) -> Result<Output, String> {
     }))
 }
 
+/// The trailing field of a row whose netdev is in another network namespace.
+const OTHER_NETNS_MARK: &str = "\t[other netns]";
+
 fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> String {
     let mut s = String::new();
     s.push_str("DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n");
@@ -134,24 +150,34 @@ fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> Stri
             .and_then(|t| t.find(['v', 'V']).map(|i| &t[i..]))
             .unwrap_or("");
         let ndev = r.netdev.unwrap_or("");
+        // After show_gids's last column, so this namespace's rows stay show_gids's.
+        let mark = if r.other_netns { OTHER_NETNS_MARK } else { "" };
         match r.ipv4 {
             Some(ip) => {
                 let _ = writeln!(
                     s,
-                    "{}\t{}\t{}\t{}\t{ip}  \t{ver}\t{ndev}",
+                    "{}\t{}\t{}\t{}\t{ip}  \t{ver}\t{ndev}{mark}",
                     r.device, r.port, r.index, r.gid
                 );
             }
             None => {
                 let _ = writeln!(
                     s,
-                    "{}\t{}\t{}\t{}\t\t\t{ver}\t{ndev}",
+                    "{}\t{}\t{}\t{}\t\t\t{ver}\t{ndev}{mark}",
                     r.device, r.port, r.index, r.gid
                 );
             }
         }
     }
     let _ = writeln!(s, "n_gids_found={}", rows.len());
+    let other = rows.iter().filter(|r| r.other_netns).count();
+    if other > 0 {
+        let _ = writeln!(
+            s,
+            "[other netns]: {other} GID{} of netdevs outside this network namespace (the upstream kernel lists them here, MLNX_OFED hides them); not usable from here",
+            if other == 1 { "" } else { "s" }
+        );
+    }
     if choices.is_empty() {
         if topo.rdma_devices.is_empty() {
             let _ = writeln!(s, "\nno RDMA device under {}", topo.root);

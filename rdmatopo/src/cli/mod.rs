@@ -68,6 +68,11 @@ enum Command {
     /// Set this local rank's NCCL variables and CPU affinity, then run CMD.
     Exec(exec::ExecArgs),
     /// RoCE/IB GID tables in `show_gids` layout, and the GID NCCL would choose.
+    ///
+    /// A GID whose netdev is in another network namespace (the upstream kernel lists the
+    /// host's GIDs in a pod's table; MLNX_OFED hides them) is not usable from here: its
+    /// row keeps the show_gids columns and gets a trailing `[other netns]` field
+    /// (`"other_netns": true` in JSON). Rows of this namespace are show_gids's own.
     Gids(gids::GidsArgs),
     /// RDMA ports and their netdevs, in `ibdev2netdev` layout.
     Netdevs(netdevs::NetdevsArgs),

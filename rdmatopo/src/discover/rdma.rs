@@ -313,8 +313,10 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port
         if gid_is_zero(&gid) {
             return None;
         }
-        // Reading the attributes of a slot not mapped into this namespace fails with
-        // EINVAL, and `ndevs` always fails on InfiniBand: both mean "none".
+        // Under MLNX_OFED reading the attributes of another namespace's slot fails with
+        // EINVAL (the upstream kernel shows them), and `ndevs` always fails on
+        // InfiniBand: both mean "none". Which slots are this namespace's is the view's
+        // question (view::gid::unusable_reason), not the reader's.
         let gid_type = (!netdev_only)
             .then(|| ctx.text_quiet(&at(&format!("gid_attrs/types/{index}"))))
             .flatten()
@@ -366,7 +368,7 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port
 }
 
 /// The ibdev2netdev relation: a RoCE port's netdev is the `ndevs` entry of any valid
-/// GID (slot 0 is often empty in pods); otherwise the netdev on the same PCI
+/// GID (slot 0 is often empty in pods), one in this namespace when there is one; otherwise the netdev on the same PCI
 /// function, matched by `dev_port` when the function has several.
 pub(super) fn link_port_netdevs(topo: &mut Topology) {
     let netdevs = topo.netdevs.clone();
@@ -377,7 +379,13 @@ pub(super) fn link_port_netdevs(topo: &mut Topology) {
             .collect();
         let single_port = dev.ports.len() == 1;
         for port in &mut dev.ports {
-            let by_gid = port.gids.iter().find_map(|g| g.netdev.clone());
+            // A netdev of this namespace first: the upstream kernel also lists other
+            // namespaces' GIDs (with their netdev names) in a pod's table.
+            let named = || port.gids.iter().filter_map(|g| g.netdev.as_deref());
+            let by_gid = named()
+                .find(|n| netdevs.iter().any(|d| d.name == *n))
+                .or_else(|| named().next())
+                .map(str::to_string);
             port.netdev = by_gid.or_else(|| match on_function.as_slice() {
                 [only] => Some(only.name.clone()),
                 many if !many.is_empty() && !single_port => many

@@ -4,11 +4,14 @@
 //! NCCL scans the GID table (`/sys/class/infiniband/<dev>/ports/<p>/gids/<i>`) for the
 //! lowest index that holds an IPv4-mapped address (`::ffff:a.b.c.d`) of RoCE version 2
 //! (`gid_attrs/types/<i>`), falling back to any IPv4-mapped GID, and it skips indexes
-//! whose `types/<i>` cannot be read (the EINVAL a pod gets for slots that belong to
-//! another namespace). On top of that this module never picks an all-zero or
-//! link-local (`fe80::/64`) GID, nor one whose netdev (`gid_attrs/ndevs/<i>`) is not
-//! visible here: inside a pod the right index is that of the pod's own interface,
-//! which is why it differs between a host and its pods. When a port has no IPv4 GID,
+//! whose `types/<i>` cannot be read. On top of that this module never picks an all-zero
+//! or link-local (`fe80::/64`) GID, nor one whose netdev (`gid_attrs/ndevs/<i>`) is not
+//! in this network namespace ([`unusable_reason`], the one rule): inside a pod the
+//! right index is that of the pod's own interface, which is why it differs between a
+//! host and its pods. Drivers differ in what a pod reads of the other namespaces'
+//! slots: MLNX_OFED (`rdma_check_gid_user_access`) returns a zero GID and fails their
+//! attributes, the upstream kernel (`show_port_gid` in drivers/infiniband/core/sysfs.c)
+//! shows them with the other namespace's netdev names; the rule covers both. When a port has no IPv4 GID,
 //! an IPv6 one is chosen (NCCL then needs `NCCL_IB_ADDR_FAMILY=AF_INET6`). InfiniBand
 //! ports get nothing: NCCL uses index 0 there and ignores `NCCL_IB_GID_INDEX`.
 
@@ -39,25 +42,79 @@ impl GidChoice {
     }
 }
 
-/// Why a GID table entry cannot be chosen, or `None` when it can.
-pub fn unusable_reason(topo: &Topology, gid: &Gid) -> Option<&'static str> {
+/// Why a GID table entry is not usable from this network namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Unusable {
+    /// The slot does not parse as a GID.
+    NotAGid,
+    /// An all-zero slot: empty, or hidden from this namespace (MLNX_OFED).
+    Empty,
+    /// `gid_attrs/ndevs/<i>` names a netdev that is not in this network namespace. The
+    /// upstream kernel shows every namespace's GIDs in every namespace (`show_port_gid`
+    /// has no namespace test), but traffic sent from such a GID leaves with the other
+    /// namespace's address, outside this one's network.
+    OtherNamespace,
+    /// `fe80::/64`: not routable.
+    LinkLocal,
+    /// `gid_attrs/types/<i>` could not be read.
+    TypeUnreadable,
+    /// `gid_attrs/ndevs/<i>` could not be read.
+    NoNetdev,
+}
+
+impl Unusable {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unusable::NotAGid => "not a GID",
+            Unusable::Empty => "all-zero (empty slot)",
+            Unusable::OtherNamespace => "its netdev is not in this network namespace",
+            Unusable::LinkLocal => "link-local (fe80::/64)",
+            Unusable::TypeUnreadable => "type unreadable",
+            Unusable::NoNetdev => "no netdev",
+        }
+    }
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The one rule for whether a GID table entry can be used from this network namespace:
+/// why not, or `None` when it can. A GID is this namespace's when its netdev is in
+/// `topo.netdevs` (`/sys/class/net` as this process sees it); on a host or a
+/// hostNetwork pod that is every host netdev. The namespace test comes before the
+/// others, so a row of another namespace is always reported as such, whichever
+/// driver (upstream shows it, MLNX_OFED reads it as zero) produced the table.
+pub fn unusable_reason(topo: &Topology, gid: &Gid) -> Option<Unusable> {
     let Ok(addr) = parse_gid(&gid.gid) else {
-        return Some("not a GID");
+        return Some(Unusable::NotAGid);
     };
     if gid_is_zero(&addr) {
-        return Some("all-zero (empty slot)");
+        return Some(Unusable::Empty);
+    }
+    if let Some(n) = gid.netdev.as_deref()
+        && topo.netdev(n).is_none()
+    {
+        return Some(Unusable::OtherNamespace);
     }
     if gid_is_link_local(&addr) {
-        return Some("link-local (fe80::/64)");
+        return Some(Unusable::LinkLocal);
     }
     if gid.gid_type.is_none() {
-        return Some("type unreadable (slot not mapped into this namespace)");
+        return Some(Unusable::TypeUnreadable);
     }
-    match gid.netdev.as_deref() {
-        None => Some("no netdev"),
-        Some(n) if topo.netdev(n).is_none() => Some("its netdev is not in this network namespace"),
-        Some(_) => None,
+    if gid.netdev.is_none() {
+        return Some(Unusable::NoNetdev);
     }
+    None
+}
+
+/// Whether a GID belongs to a netdev of another network namespace (see
+/// [`unusable_reason`]).
+pub fn of_other_namespace(topo: &Topology, gid: &Gid) -> bool {
+    unusable_reason(topo, gid) == Some(Unusable::OtherNamespace)
 }
 
 /// Whether a port runs RoCE: Ethernet link layer, or an unknown link layer with RoCE
@@ -73,17 +130,15 @@ pub fn is_roce(port: &Port) -> bool {
     }
 }
 
-/// The GID index NCCL's automatic choice lands on for `device` port `port`, among the
-/// GIDs usable from this namespace. `None` for InfiniBand ports, unknown ports, and
-/// RoCE ports without a usable GID.
-pub fn choose_gid(topo: &Topology, device: &str, port: u32) -> Option<GidChoice> {
-    let dev = topo.rdma_device(device)?;
-    let p = dev.ports.iter().find(|p| p.number == port)?;
-    if !is_roce(p) {
+/// The GID NCCL's automatic choice lands on for a RoCE port, among the GIDs usable from
+/// this namespace: IPv4 before IPv6, RoCE v2 before v1, then the lowest index. `None`
+/// for InfiniBand ports and RoCE ports without a usable GID. Every command (nccl-env,
+/// plan, gids, doctor, the C API) chooses through this.
+pub fn best_gid<'a>(topo: &Topology, port: &'a Port) -> Option<&'a Gid> {
+    if !is_roce(port) {
         return None;
     }
-    let best = p
-        .gids
+    port.gids
         .iter()
         .filter(|g| unusable_reason(topo, g).is_none())
         .min_by_key(|g| {
@@ -92,7 +147,14 @@ pub fn choose_gid(topo: &Topology, device: &str, port: u32) -> Option<GidChoice>
                 g.gid_type != Some(GidType::RoceV2),
                 g.index,
             )
-        })?;
+        })
+}
+
+/// [`best_gid`] for `device` port `port`. `None` also for unknown ports.
+pub fn choose_gid(topo: &Topology, device: &str, port: u32) -> Option<GidChoice> {
+    let dev = topo.rdma_device(device)?;
+    let p = dev.ports.iter().find(|p| p.number == port)?;
+    let best = best_gid(topo, p)?;
     Some(GidChoice {
         device: device.to_string(),
         port,
@@ -196,6 +258,52 @@ mod tests {
             &["eth0", "net1"],
         );
         assert_eq!(choose_gid(&t, "mlx5_0", 1).unwrap().index, 5);
+    }
+
+    /// The upstream kernel's table in a pod with a macvlan on a shared HCA: the host's
+    /// GIDs (host netdev names) at 0-3, the macvlan's at 4/5. A host netdev's GID is
+    /// not the pod's address: not usable, and the reason says why.
+    #[test]
+    fn host_netdev_gid_on_pod_is_not_usable() {
+        let table = vec![
+            gid(0, "fe80::b8ce:f6ff:fe00:1", V1, Some("ens20np0")),
+            gid(1, "fe80::b8ce:f6ff:fe00:1", V2, Some("ens20np0")),
+            gid(2, "::ffff:10.8.10.4", V1, Some("ens20np0")),
+            gid(3, "::ffff:10.8.10.4", V2, Some("ens20np0")),
+            gid(4, "::ffff:10.8.10.131", V1, Some("net1")),
+            gid(5, "::ffff:10.8.10.131", V2, Some("net1")),
+        ];
+        let pod = topo_with(LinkLayer::Ethernet, table.clone(), &["eth0", "net1"]);
+        let p = &pod.rdma_devices[0].ports[0];
+        for g in &p.gids[..4] {
+            // the namespace test wins over link-local: the row is another namespace's
+            assert_eq!(unusable_reason(&pod, g), Some(Unusable::OtherNamespace));
+            assert!(of_other_namespace(&pod, g));
+        }
+        assert_eq!(
+            Unusable::OtherNamespace.to_string(),
+            "its netdev is not in this network namespace"
+        );
+        assert_eq!(unusable_reason(&pod, &p.gids[5]), None);
+        assert_eq!(best_gid(&pod, p).map(|g| g.index), Some(5));
+        let c = choose_gid(&pod, "mlx5_0", 1).unwrap();
+        assert_eq!((c.index, c.netdev.as_deref()), (5, Some("net1")));
+
+        // MLNX_OFED's table for the same pod: the host's slots read as zero (absent
+        // from the model); the same answer.
+        let ofed = topo_with(LinkLayer::Ethernet, table[4..].to_vec(), &["eth0", "net1"]);
+        assert_eq!(choose_gid(&ofed, "mlx5_0", 1).unwrap().index, 5);
+
+        // On the host the same GID is its own.
+        let host = topo_with(LinkLayer::Ethernet, table[..4].to_vec(), &["ens20np0"]);
+        let h = &host.rdma_devices[0].ports[0];
+        assert_eq!(unusable_reason(&host, &h.gids[3]), None);
+        assert_eq!(
+            unusable_reason(&host, &h.gids[1]),
+            Some(Unusable::LinkLocal)
+        );
+        assert!(!of_other_namespace(&host, &h.gids[3]));
+        assert_eq!(choose_gid(&host, "mlx5_0", 1).unwrap().index, 3);
     }
 
     #[test]

@@ -780,7 +780,7 @@ fn gid_summary(topo: &Topology, port: &Port) -> String {
     }
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
     for g in &port.gids {
-        if let Some(r) = unusable_reason(topo, g) {
+        if let Some(r) = unusable_reason(topo, g).map(|r| r.as_str()) {
             *reasons.entry(r).or_default() += 1;
         }
     }

@@ -1,8 +1,8 @@
 //! What the doctor judges: the context (host or pod), the GPUs and RDMA devices this
 //! process owns, and the NIC each GPU would use.
 
-use crate::model::{Gid, Gpu, PciFunction, Port, RdmaDevice, Topology};
-use crate::parse::{CpuSet, GidType, HcaFilter, LinkLayer, PciAddr, parse_nccl_ib_hca};
+use crate::model::{Gpu, PciFunction, Port, RdmaDevice, Topology};
+use crate::parse::{CpuSet, HcaFilter, LinkLayer, PciAddr, parse_nccl_ib_hca};
 use crate::view::affinity::{PathClass, nearest_devices};
 use crate::view::container::{ContainerView, Ownership};
 use crate::view::plan::{Exclusion, Plan, PlanOptions};
@@ -377,18 +377,4 @@ impl<'a> Scope<'a> {
             .filter(|(_, p)| p.link_layer == Some(LinkLayer::Ethernet))
             .collect()
     }
-}
-
-/// The GID NCCL's automatic selection picks on a port (`ncclIbGetGidIndex`): index 0
-/// on InfiniBand; on RoCE the lowest IPv4-mapped RoCE v2 GID, else the lowest IPv4
-/// GID of any version, else slot 0 (which may be empty in a pod).
-pub fn nccl_gid(port: &Port) -> Option<&Gid> {
-    if port.link_layer != Some(LinkLayer::Ethernet) {
-        return port.gids.iter().find(|g| g.index == 0);
-    }
-    let ipv4 = || port.gids.iter().filter(|g| g.ipv4.is_some());
-    ipv4()
-        .find(|g| g.gid_type == Some(GidType::RoceV2))
-        .or_else(|| ipv4().next())
-        .or_else(|| port.gids.iter().find(|g| g.index == 0))
 }

@@ -4,7 +4,7 @@
 use super::{Context, Scope, Sink, list, port_dir, port_name, short_list};
 use crate::model::{Netdev, NetdevKind, NetnsMode, Port, RdmaDevice};
 use crate::parse::{GidType, LinkLayer};
-use crate::view::scope::nccl_gid;
+use crate::view::gid::{best_gid, of_other_namespace};
 use std::collections::BTreeMap;
 
 /// Bytes of RoCE headers the kernel takes off the netdev MTU (`iboe_get_mtu`: GRH 40 +
@@ -261,18 +261,32 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
         && idx >= 0
     {
         for (dev, port) in roce.iter().filter(|(_, p)| p.is_active()) {
-            let here = port.gids.iter().find(|g| i64::from(g.index) == idx);
-            let right = nccl_gid(port);
+            let at = port.gids.iter().find(|g| i64::from(g.index) == idx);
+            // Another namespace's GID (the upstream kernel shows it) is no GID of ours.
+            let foreign = at.filter(|g| of_other_namespace(topo, g));
+            let here = at.filter(|g| !of_other_namespace(topo, g));
+            let right = best_gid(topo, port);
             let name = port_name(dev, port.number);
             match here {
                 None => out.push(
                     out.error(format!(
-                        "NCCL_IB_GID_INDEX={idx} but {name} has no GID at index {idx} in this namespace{}",
+                        "NCCL_IB_GID_INDEX={idx} but {name} has no GID at index {idx} in this namespace{}{}",
+                        foreign.map_or(String::new(), |g| format!(
+                            " ({} there is {}'s, a netdev of another namespace)",
+                            g.ipv4.as_deref().unwrap_or(&g.gid),
+                            g.netdev.as_deref().unwrap_or("?")
+                        )),
                         right.map_or(String::new(), |g| format!(" (the right one here is {})", g.index))
                     ))
                     .with("/proc/self/environ", format!("NCCL_IB_GID_INDEX={idx}"))
-                    .with(format!("{}/gids/{idx}", port_dir(&dev.name, port.number)), "0000:0000:0000:0000:0000:0000:0000:0000 or absent")
-                    .why("in a pod the GID table holds only this namespace's addresses, at indices that differ from pod to pod; a fixed index fails QP setup (ibv_modify_qp: Invalid argument / No such device, NVIDIA/nccl#718)")
+                    .with(
+                        format!("{}/gids/{idx}", port_dir(&dev.name, port.number)),
+                        foreign.map_or_else(
+                            || "0000:0000:0000:0000:0000:0000:0000:0000 or absent".to_string(),
+                            |g| format!("{} (gid_attrs/ndevs/{idx}: {})", g.gid, g.netdev.as_deref().unwrap_or("?")),
+                        ),
+                    )
+                    .why("in a pod only the GIDs of this namespace's netdevs are usable, at indices that differ from pod to pod (MLNX_OFED reads the others as zero, the upstream kernel shows them with the host's netdev names); a fixed index fails QP setup (ibv_modify_qp: Invalid argument / No such device, NVIDIA/nccl#718) or sends with another namespace's address")
                     .fix("unset NCCL_IB_GID_INDEX (NCCL >= 2.21 picks the RoCE v2 IPv4 GID itself), or set NCCL_IB_ADDR_FAMILY/NCCL_IB_ADDR_RANGE to steer the choice"),
                 ),
                 Some(g) if right.is_some_and(|r| r.index != g.index) => out.push(
@@ -347,8 +361,13 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
     }
     let mut chosen = Vec::new();
     for (dev, port) in &roce {
-        let valid = port.gids.len();
-        match nccl_gid(port) {
+        // Only this namespace's GIDs count: the upstream kernel also lists the host's.
+        let valid = port
+            .gids
+            .iter()
+            .filter(|g| !of_other_namespace(topo, g))
+            .count();
+        match best_gid(topo, port) {
             Some(g) => {
                 chosen.push(format!(
                     "{} -> {} ({}{})",
@@ -368,7 +387,7 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
         }
         if valid < port.gid_table_len as usize / 2 {
             lines.push(format!(
-                "{} shows {valid} of {} GID slots: the others belong to other namespaces",
+                "{} has {valid} of {} GID slots in this namespace",
                 port_name(dev, port.number),
                 port.gid_table_len
             ));
@@ -379,17 +398,17 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
     }
     let indices: std::collections::BTreeSet<u32> = roce
         .iter()
-        .filter_map(|(_, p)| nccl_gid(p).map(|g| g.index))
+        .filter_map(|(_, p)| best_gid(topo, p).map(|g| g.index))
         .collect();
     let why = match mode {
         Some(NetnsMode::Shared) => {
-            "in shared mode every HCA is visible and usable from every namespace, but each port's GID table shows only the GIDs of netdevs in this namespace (macvlan/ipvlan/VF), at indices that differ from pod to pod"
+            "in shared mode every HCA is visible and usable from every namespace, but only the GIDs of netdevs in this namespace (macvlan/ipvlan/VF) are this pod's addresses, at indices that differ from pod to pod; MLNX_OFED reads the other namespaces' slots as zero, the upstream kernel lists them with their netdev names"
         }
         Some(NetnsMode::Exclusive) => {
             "in exclusive mode only the RDMA devices moved into this namespace are visible (rdma-cni), with the GIDs of this namespace's netdevs"
         }
         None => {
-            "the RDMA netns mode decides whether all HCAs (shared) or only the assigned ones (exclusive) are visible; GID tables show only this namespace's addresses"
+            "the RDMA netns mode decides whether all HCAs (shared) or only the assigned ones (exclusive) are visible; only the GIDs of this namespace's netdevs are its addresses"
         }
     };
     let fix = if indices.len() > 1 {
@@ -446,10 +465,9 @@ pub(super) fn roce_gid(scope: &Scope, out: &mut Sink) {
     let mut untyped = Vec::new();
     for (dev, port) in roce {
         let name = port_name(dev, port.number);
-        let v2_ipv4 = port
-            .gids
-            .iter()
-            .find(|g| g.ipv4.is_some() && g.gid_type == Some(GidType::RoceV2));
+        // The GID every command chooses (this namespace's only), when it is v2 IPv4.
+        let v2_ipv4 = best_gid(scope.topo, port)
+            .filter(|g| g.ipv4.is_some() && g.gid_type == Some(GidType::RoceV2));
         match v2_ipv4 {
             Some(g) => ok.push(format!(
                 "{name}: {} ({})",
@@ -473,7 +491,10 @@ pub(super) fn roce_gid(scope: &Scope, out: &mut Sink) {
         let picks: Vec<String> = missing
             .iter()
             .map(|(d, p)| {
-                let what = match nccl_gid(p) {
+                // Without a usable GID NCCL stays at index 0.
+                let what = match best_gid(scope.topo, p)
+                    .or_else(|| p.gids.iter().find(|g| g.index == 0))
+                {
                     Some(g) => format!(
                         "index {} ({} {})",
                         g.index,
@@ -508,11 +529,16 @@ pub(super) fn roce_gid(scope: &Scope, out: &mut Sink) {
         let mut f = out.error(summary);
         for (d, p) in missing.iter().take(2) {
             let dir = port_dir(&d.name, p.number);
+            let ours: Vec<_> = p
+                .gids
+                .iter()
+                .filter(|g| !of_other_namespace(scope.topo, g))
+                .collect();
             f = f.with(
                 format!("{dir}/gids"),
-                format!("{} valid GID(s)", p.gids.len()),
+                format!("{} valid GID(s)", ours.len()),
             );
-            for g in p.gids.iter().take(2) {
+            for g in ours.iter().take(2) {
                 f = f.with(format!("{dir}/gids/{}", g.index), g.gid.clone());
             }
         }
