@@ -218,7 +218,7 @@ fn function_of_class_device(real: &str) -> Option<PciAddr> {
 pub(super) enum GidReads {
     /// What the scope reads.
     Scope,
-    /// The slots up to the first that names a netdev, without types (the
+    /// The slots up to the first that names a netdev of this namespace, without types (the
     /// ibdev2netdev relation).
     UpToNetdev,
     /// None: the ports' other attributes only.
@@ -334,7 +334,12 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port
         let mut gids = Vec::new();
         for index in &slots {
             if let Some(gid) = read_slot(ctx, index) {
-                let found = gid.netdev.is_some();
+                // A netdev of this namespace: the upstream kernel also shows the
+                // host's GIDs, with the host's netdev names, to a pod.
+                let found = gid
+                    .netdev
+                    .as_deref()
+                    .is_some_and(|n| ctx.fs.exists(&join("/sys/class/net", n)));
                 gids.push(gid);
                 if found {
                     break;
