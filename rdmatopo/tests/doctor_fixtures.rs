@@ -249,3 +249,32 @@ fn forced_gid_index_on_a_host_gid_is_an_error() {
         assert_eq!(r.exit_code(), 2, "{name}");
     }
 }
+
+/// MLNX_OFED 4.x shows a VF's own netdev `ecn/`: DCQCN off there, on the priority its
+/// PF's class gives it, is a warning with the VF's files as evidence and the PF's as the
+/// fix; current MLNX_OFED shows none, and the state is the PF's, not visible.
+#[test]
+fn ecn_of_a_pod_s_vf_is_judged_where_the_driver_shows_it() {
+    let r = report("pod-vf-ecn-ofed4");
+    assert_eq!(outcome(&r, "roce-qos"), Outcome::Warning);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.check == "roce-qos" && f.summary.contains("ECN (DCQCN) is off"))
+        .expect("an ECN finding");
+    assert!(f.summary.contains("priority 3 on mlx5_22"), "{}", f.summary);
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.path == "/sys/class/net/net1/ecn/roce_np/enable/3" && e.value == "0"),
+        "{:?}",
+        f.evidence
+    );
+    assert!(
+        f.fix.contains("<netdev of mlx5_9>/ecn/roce_rp/enable/3"),
+        "{}",
+        f.fix
+    );
+    let without = report("pod-vf-qos-mismatch");
+    assert!(!has(&without, "roce-qos", "ECN (DCQCN) is off"));
+}

@@ -194,10 +194,24 @@ fn qos_netdev<'t>(
             .iter()
             .filter(|n| n.pci == Some(pf))
             .find_map(|n| topo.qos.netdev(&n.name));
-        return match found {
-            Some(q) => (Some(q), None),
-            None if topo.netdevs.iter().any(|n| n.pci == Some(pf)) => (None, None),
-            None => (
+        // MLNX_OFED 4.x also gives a VF's own netdev `ecn/` (read-only there: the state
+        // the VF's traffic gets); current MLNX_OFED and the inbox driver do not.
+        let own = port
+            .netdev
+            .as_deref()
+            .and_then(|n| topo.qos.netdev(n))
+            .filter(|q| q.ecn.is_some());
+        return match (found, own) {
+            (Some(q), _) => (Some(q), None),
+            (None, _) if topo.netdevs.iter().any(|n| n.pci == Some(pf)) => (None, None),
+            (None, Some(q)) => (
+                Some(q),
+                Some(format!(
+                    "ECN is {}'s own; buffers are the PF's ({pf}), whose netdev is not in this network namespace",
+                    q.netdev
+                )),
+            ),
+            (None, None) => (
                 None,
                 Some(format!(
                     "ECN and buffers are the PF's ({pf}), whose netdev is not in this network namespace"

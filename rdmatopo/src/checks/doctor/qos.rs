@@ -106,7 +106,13 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
         );
         return;
     }
-    let prio = consensus(views.iter().map(|v| v.priority));
+    // A VF without a class of its own sends with its PF's once NCCL_IB_TC says so (the
+    // plan does, and the class warning tells how): that is the priority to judge.
+    let prio = consensus(
+        views
+            .iter()
+            .map(|v| v.priority.or(v.pf_traffic_class.map(|t| t >> 5))),
+    );
     traffic_classes(scope, out, &views, &multi);
     ecn(out, &views, prio, &multi);
     lossless(out, &views, prio, &multi);
@@ -272,12 +278,17 @@ fn ecn(out: &mut Sink, views: &[PortView], prio: Option<u8>, multi: &BTreeMap<St
         let mut fix = Vec::new();
         for v in &off {
             let nd = v.qos_netdev.as_deref().unwrap_or("?");
+            // A VF's own `ecn/` (MLNX_OFED 4.x) is read-only: its PF's is set.
+            let set_on = match (&v.pf_device, v.vf) {
+                (Some(pf), true) => format!("<netdev of {pf}>"),
+                _ => nd.to_string(),
+            };
             let (np, rp) = np_rp(v);
             for (point, set) in [("roce_np", &np), ("roce_rp", &rp)] {
                 let on = set.contains(&p);
                 f = f.with(ecn_path(nd, point, p), u8::from(on));
                 if !on {
-                    fix.push(format!("echo 1 > {}", ecn_path(nd, point, p)));
+                    fix.push(format!("echo 1 > {}", ecn_path(&set_on, point, p)));
                 }
             }
         }
