@@ -79,8 +79,8 @@ typedef enum rdmatopo_status {
   RDMATOPO_STATUS_NO_VALUE = 401,
   /**
    * A fact of a device outside the topology's view: in a container's owned view
-   * (rdmatopo_topology_discover), another container's RDMA device is read in
-   * outline only (name, PCI address, uverbs node); its ports and GIDs are not.
+   * (rdmatopo_topology_discover), another container's RDMA device is only named,
+   * and a PF of its VFs is read without its GIDs.
    */
   RDMATOPO_STATUS_OUTSIDE_VIEW = 402,
   /**
@@ -154,8 +154,9 @@ typedef enum rdmatopo_view {
    */
   RDMATOPO_VIEW_ALL = 0,
   /**
-   * A container's own devices; the others are outlines (name, PCI address, uverbs
-   * node): their ports and GIDs answer RDMATOPO_STATUS_OUTSIDE_VIEW.
+   * A container's own devices, and in part the PFs of its VFs (their GIDs answer
+   * RDMATOPO_STATUS_OUTSIDE_VIEW); other containers' RDMA devices are only named:
+   * looking one up answers RDMATOPO_STATUS_OUTSIDE_VIEW.
    */
   RDMATOPO_VIEW_OWNED = 1,
 } rdmatopo_view;
@@ -518,7 +519,8 @@ enum rdmatopo_status rdmatopo_topology_find_gpu(const struct rdmatopo_topology *
 
 /**
  * The index of the RDMA device named `name_or_bus_id` (`mlx5_0`), or whose PCI
- * function is at that bus id, into `*out`. Errors: RDMATOPO_STATUS_NOT_FOUND.
+ * function is at that bus id, into `*out`. Errors: RDMATOPO_STATUS_NOT_FOUND;
+ * RDMATOPO_STATUS_OUTSIDE_VIEW for another container's device in an owned view.
  *
  * # Safety
  * `topo` is a live handle; `name_or_bus_id` a NUL-terminated string; `out` valid
