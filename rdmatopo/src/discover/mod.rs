@@ -388,15 +388,7 @@ impl<'a> Discoverer<'a> {
                 .copied()
                 .collect();
             let (beside, devices) = pci::read_beside(&mut ctx, topo, &focus.functions, &nics);
-            let names = devices.iter().map(|(n, _)| n.clone()).collect();
-            rdma::hold_others(&ctx, topo, &names);
-            for (name, addr) in devices {
-                if let Some(d) = topo.rdma_devices.iter_mut().find(|d| d.name == name)
-                    && d.pci.is_none()
-                {
-                    d.pci = Some(addr);
-                }
-            }
+            rdma::hold_others(topo, &devices);
             let mut detailed = pci::read_focus(&mut ctx, topo, functions);
             detailed.extend(beside);
             detailed
@@ -411,16 +403,20 @@ impl<'a> Discoverer<'a> {
             .filter_map(|d| topo.pci_function(d.pci?)?.physfn)
             .collect();
         // A PF's devices are those under its function; the outline only named them.
-        let pf_devices: BTreeSet<String> = pfs
+        let under_pfs: Vec<(String, PciAddr)> = pfs
             .iter()
             .filter(|_| scope == Scope::Full)
             .filter_map(|a| topo.pci_function(*a))
-            .flat_map(|f| ctx.list(&format!("{}/infiniband", f.path)))
-            .filter(|name| !focus.rdma_devices.contains(name))
+            .flat_map(|f| {
+                let names = ctx.list(&format!("{}/infiniband", f.path));
+                names.into_iter().map(move |n| (n, f.address))
+            })
+            .filter(|(name, _)| !focus.rdma_devices.contains(name))
             .collect();
-        rdma::hold_others(&ctx, topo, &pf_devices);
-        let pf_devices: BTreeSet<String> = pf_devices
+        rdma::hold_others(topo, &under_pfs);
+        let pf_devices: BTreeSet<String> = under_pfs
             .into_iter()
+            .map(|(name, _)| name)
             .filter(|name| topo.rdma_device(name).is_some())
             .collect();
         let pf_netdev_here = topo

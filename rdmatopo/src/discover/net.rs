@@ -148,51 +148,39 @@ fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netde
         .and_then(|a| topo.pci_function(a))
         .is_some_and(|f| f.is_vf);
     let kind = kind_of(&name, arphrd, bond.is_some(), pci, is_vf);
-    let ifindex = ctx.attr(&at("ifindex"), true, |t| parse_dec::<u32>("ifindex", t));
-    let iflink = ctx.attr(&at("iflink"), true, |t| parse_dec::<u32>("iflink", t));
+    let mut netdev = Netdev {
+        kind,
+        pci,
+        mtu: None,
+        operstate: None,
+        carrier: None,
+        speed_mbps: None,
+        address: None,
+        arphrd,
+        ifindex: ctx.attr(&at("ifindex"), true, |t| parse_dec::<u32>("ifindex", t)),
+        iflink: ctx.attr(&at("iflink"), true, |t| parse_dec::<u32>("iflink", t)),
+        master: ctx.fs.link_name(&at("master")).ok(),
+        bond,
+        ipv4: Vec::new(),
+        name,
+    };
     // `topo` in a container tells its network by kinds and links; the link's state,
     // speed and MTU are `doctor`'s and `nccl-env`'s.
     if ctx.scope == Scope::Container {
-        return Netdev {
-            kind,
-            pci,
-            mtu: None,
-            operstate: None,
-            carrier: None,
-            speed_mbps: None,
-            address: None,
-            arphrd,
-            ifindex,
-            iflink,
-            master: ctx.fs.link_name(&at("master")).ok(),
-            bond,
-            ipv4: Vec::new(),
-            name,
-        };
+        return netdev;
     }
-    let speed = ctx
+    netdev.mtu = ctx.attr(&at("mtu"), true, |t| parse_dec::<u32>("mtu", t));
+    netdev.operstate = ctx.text(&at("operstate"), true);
+    // `carrier` fails with EINVAL while the interface is down: that is "no carrier".
+    netdev.carrier = ctx.fs.read_with(&at("carrier"), |t| t.trim() == "1").ok();
+    netdev.speed_mbps = ctx
         .fs
         .read(&at("speed"))
         .ok()
         .and_then(|t| t.trim().parse::<i64>().ok())
         .and_then(|s| u64::try_from(s).ok());
-    Netdev {
-        kind,
-        pci,
-        mtu: ctx.attr(&at("mtu"), true, |t| parse_dec::<u32>("mtu", t)),
-        operstate: ctx.text(&at("operstate"), true),
-        // `carrier` fails with EINVAL while the interface is down: that is "no carrier".
-        carrier: ctx.fs.read_with(&at("carrier"), |t| t.trim() == "1").ok(),
-        speed_mbps: speed,
-        address: ctx.text(&at("address"), true),
-        arphrd,
-        ifindex,
-        iflink,
-        master: ctx.fs.link_name(&at("master")).ok(),
-        bond,
-        ipv4: Vec::new(),
-        name,
-    }
+    netdev.address = ctx.text(&at("address"), true);
+    netdev
 }
 
 /// Local IPv4 addresses, each given to the interface whose connected route covers it.

@@ -110,29 +110,25 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
     });
 }
 
-/// Take the devices `names` out of the outline's other devices into the model, in
-/// outline (`name`, and its PCI function from its link), to be read in part: the RDMA
-/// devices of a VF's PF. Those not listed as other devices are left as they are.
-pub(super) fn hold_others(ctx: &Ctx, topo: &mut Topology, names: &BTreeSet<String>) {
+/// Take `devices` (each with the function it sits under) out of the outline's other
+/// devices into the model, in outline, to be read in part: the RDMA devices of a VF's
+/// PF, those beside a far GPU. Those not among the other devices are left as they are.
+pub(super) fn hold_others(topo: &mut Topology, devices: &[(String, PciAddr)]) {
     let Some(view) = topo.view.as_mut() else {
         return;
     };
-    let taken: Vec<String> = view
-        .other_rdma_devices
-        .iter()
-        .filter(|n| names.contains(*n))
-        .cloned()
-        .collect();
-    if taken.is_empty() {
-        return;
-    }
-    view.other_rdma_devices.retain(|n| !names.contains(n));
-    for name in taken {
-        let pci = pci_of(ctx, &join(CLASS_DIR, &name));
+    let mut taken: Vec<(String, PciAddr)> = Vec::new();
+    view.other_rdma_devices.retain(|n| {
+        let held = devices.iter().find(|(d, _)| d == n);
+        taken.extend(held.cloned());
+        held.is_none()
+    });
+    for (name, pci) in taken {
         let at = topo
             .rdma_devices
             .partition_point(|d| natural_cmp(&d.name, &name).is_lt());
-        topo.rdma_devices.insert(at, RdmaDevice::named(name, pci));
+        topo.rdma_devices
+            .insert(at, RdmaDevice::named(name, Some(pci)));
     }
 }
 
@@ -252,14 +248,9 @@ fn read_device_with(
         .into_iter()
         .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n, gid_reads))
         .collect();
-    if !ctx.scope.reads_details() {
-        return RdmaDevice {
-            ports,
-            ..RdmaDevice::named(name, pci)
-        };
-    }
-    // `topo` in a container: ownership needs the uverbs node, not the adapter's ids.
-    if ctx.scope == Scope::Container {
+    // The narrow scopes and `topo` in a container (whose ownership view needs the uverbs
+    // node, found only where details are read) want no adapter ids.
+    if !ctx.scope.reads_details() || ctx.scope == Scope::Container {
         return RdmaDevice {
             ports,
             uverbs,
