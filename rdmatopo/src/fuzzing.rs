@@ -644,17 +644,18 @@ pub fn check_discovery(tree: MemTree) -> Option<Topology> {
                 }
         })
         .sum();
-    // The narrower scopes `topo`, `gids` and `netdevs` read with must hold up on the
-    // same tree. (The affinity matrix may differ from the full one's on a broken tree:
-    // that scope does not read the vendor of most functions, so it keeps some the full
-    // scope drops.)
-    for scope in [
-        crate::Scope::Affinity,
-        crate::Scope::Gids,
-        crate::Scope::PortNetdevs,
+    // The narrower needs of `topo`, `gids`, `netdevs` and `nccl-env` must hold up on
+    // the same tree. (The affinity matrix may differ from the full one's on a broken
+    // tree: a placement read does not read the vendor of most functions, so it keeps
+    // some a whole read drops.)
+    for needs in [
+        crate::Needs::TOPO,
+        crate::Needs::GIDS,
+        crate::Needs::NETDEVS,
+        crate::Needs::NCCL_ENV,
     ] {
         let narrow = Sysfs::memory(tree.clone(), "fuzz");
-        if let Ok(t) = crate::discover_scope(&narrow, scope) {
+        if let Ok(t) = crate::discover_needs(&narrow, needs) {
             assert!(t.pci.len() <= n && t.rdma_devices.len() <= n && t.netdevs.len() <= n);
             let _ = crate::export::table::nvidia_smi_table(&TopoMatrix::for_topology(&t), false);
             for d in &t.rdma_devices {

@@ -37,7 +37,10 @@ pub mod sources;
 pub mod sysfs;
 pub mod view;
 
-pub use discover::{CrossCheck, DiscoverError, Discoverer, Focus, Narrowing, Scope};
+pub use discover::{
+    CrossCheck, DiscoverError, Discoverer, Focus, GidFacts, HostFacts, Narrowing, Needs,
+    NetdevFacts, PciFacts,
+};
 pub use model::Topology;
 pub use sysfs::Sysfs;
 
@@ -102,7 +105,7 @@ pub fn discover(root: Option<&Path>) -> Result<Topology, Error> {
 /// # Errors
 /// As [`discover()`].
 pub fn discover_in(root: Option<&Path>, view: View) -> Result<Topology, Error> {
-    discover_view(&open_root(root)?, Scope::Full, view)
+    discover_view(&open_root(root)?, Needs::ALL, view)
 }
 
 /// Discover an opened root with the default sources.
@@ -110,15 +113,15 @@ pub fn discover_in(root: Option<&Path>, view: View) -> Result<Topology, Error> {
 /// # Errors
 /// When the root holds no sysfs.
 pub fn discover_fs(fs: &Sysfs) -> Result<Topology, Error> {
-    discover_scope(fs, Scope::Full)
+    discover_needs(fs, Needs::ALL)
 }
 
-/// Discover an opened root with the default sources, reading only what `scope` needs.
+/// Discover an opened root with the default sources, reading only what `needs` asks for.
 ///
 /// # Errors
 /// When the root holds no sysfs.
-pub fn discover_scope(fs: &Sysfs, scope: Scope) -> Result<Topology, Error> {
-    discover_view(fs, scope, View::All)
+pub fn discover_needs(fs: &Sysfs, needs: Needs) -> Result<Topology, Error> {
+    discover_view(fs, needs, View::All)
 }
 
 /// Which devices a model read inside a container holds in full.
@@ -136,23 +139,19 @@ pub enum View {
 /// Discover an opened root for `scope`, inside a container narrowed to `view`: the
 /// view is decided first from cheap evidence (device nodes, `PCIDEVICE_*`, this
 /// namespace's netdevs, the driver's GPU list), then only its devices are read in full.
-/// Where `scope` is [`Scope::Affinity`] (a host's `topo`), a container is read with
-/// [`Scope::Container`] (its ownership header needs the netdevs).
+/// A container is read for what the answer needs there ([`Needs::in_container`]:
+/// `topo`'s ownership header needs the netdevs).
 ///
 /// # Errors
 /// When the root holds no sysfs.
-pub fn discover_view(fs: &Sysfs, scope: Scope, view: View) -> Result<Topology, Error> {
+pub fn discover_view(fs: &Sysfs, needs: Needs, view: View) -> Result<Topology, Error> {
     let sources = sources::default_sources(fs);
     let mut d = Discoverer::new(fs)
-        .scope(scope)
+        .needs(needs)
         .cross_check(checks::sources_check::check_sources);
     if view == View::Owned {
         d = d.narrow(discover::Narrowing {
             in_container: |topo| view::Context::of(topo).is_container(),
-            container_scope: match scope {
-                Scope::Affinity => Scope::Container,
-                other => other,
-            },
             focus: owned_focus,
         });
     }

@@ -11,7 +11,7 @@ use rdmatopo::sysfs::MemTree;
 use rdmatopo::view::TopoMatrix;
 use rdmatopo::view::container::ContainerView;
 use rdmatopo::view::plan::{Plan, PlanOptions};
-use rdmatopo::{Scope, Sysfs, Topology, View, discover_view};
+use rdmatopo::{Needs, Sysfs, Topology, View, discover_view};
 use std::path::PathBuf;
 
 fn fixture_roots() -> Vec<PathBuf> {
@@ -24,11 +24,11 @@ fn fixture_roots() -> Vec<PathBuf> {
     v
 }
 
-/// Both views of one root for `scope`: (whole, owned, files read by each).
-fn both(open: impl Fn() -> Sysfs, scope: Scope) -> (Topology, Topology, usize, usize) {
+/// Both views of one root for `needs`: (whole, owned, files read by each).
+fn both(open: impl Fn() -> Sysfs, needs: Needs) -> (Topology, Topology, usize, usize) {
     let (fs_all, fs_owned) = (open(), open());
-    let all = discover_view(&fs_all, scope, View::All).unwrap();
-    let owned = discover_view(&fs_owned, scope, View::Owned).unwrap();
+    let all = discover_view(&fs_all, needs, View::All).unwrap();
+    let owned = discover_view(&fs_owned, needs, View::Owned).unwrap();
     (all, owned, fs_all.files_read(), fs_owned.files_read())
 }
 
@@ -64,7 +64,7 @@ fn the_owned_view_gives_the_whole_answer_on_every_fixture() {
     let mut narrowed = 0;
     for root in roots {
         let name = root.display().to_string();
-        let (all, owned, n_all, n_owned) = both(|| Sysfs::at(&root), Scope::Full);
+        let (all, owned, n_all, n_owned) = both(|| Sysfs::at(&root), Needs::ALL);
         if owned.view.is_none() {
             // A host, or a container whose devices are uncertain: the whole read.
             assert_eq!(owned, all, "{name}: not narrowed, yet not the whole read");
@@ -84,9 +84,9 @@ fn the_owned_view_gives_the_whole_answer_on_every_fixture() {
                 view.rdma_devices.contains(&d.name) || view.pf_rdma_devices.contains(&d.name);
             assert_eq!(!d.ports.is_empty(), whole, "{name}: {}", d.name);
         }
-        // `topo` in a container: the container scope, narrowed the same way, against
+        // `topo` in a container: topo's needs in a container, narrowed the same way, against
         // the whole full read (an affinity read alone cannot tell a macvlan's HCA).
-        let (_, topo_owned, _, _) = both(|| Sysfs::at(&root), Scope::Affinity);
+        let (_, topo_owned, _, _) = both(|| Sysfs::at(&root), Needs::TOPO);
         assert!(topo_owned.view.is_some(), "{name}: topo not narrowed");
         assert_eq!(
             owned_matrix(&topo_owned),
@@ -105,7 +105,7 @@ fn pod_sriov() -> MemTree {
 }
 
 fn owned_of(tree: &MemTree) -> (Topology, Topology) {
-    let (all, owned, _, _) = both(|| Sysfs::memory(tree.clone(), "edited"), Scope::Full);
+    let (all, owned, _, _) = both(|| Sysfs::memory(tree.clone(), "edited"), Needs::ALL);
     (all, owned)
 }
 
@@ -167,7 +167,7 @@ fn pod_sriov_reads_one_gid_table_and_names_the_rest() {
 fn a_gpu_far_from_its_nics_reads_what_is_beside_it() {
     let read = |name: &str| {
         let root = support::fixtures_dir().join(name).join("root");
-        both(|| Sysfs::at(&root), Scope::Full)
+        both(|| Sysfs::at(&root), Needs::ALL)
     };
     let (all, owned, _, _) = read("pod-h100-acs-redirect");
     let view = owned.view.as_ref().expect("narrowed");

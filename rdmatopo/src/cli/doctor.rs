@@ -18,7 +18,7 @@ pub struct DoctorArgs {
 
 /// Exit 0 clean, 1 warnings, 2 errors (3: could not run).
 pub fn run(args: &DoctorArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_owned(args.all)?;
+    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
     let report = doctor::run(&topo);
     let text = match args.format {
         Format::Json => json(&report),

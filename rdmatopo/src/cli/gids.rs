@@ -76,7 +76,7 @@ fn key(dev: &RdmaDevice, port: u32) -> String {
 }
 
 pub fn run(args: &GidsArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_scope(rdmatopo::Scope::Gids)?;
+    let (_, topo) = args.root.discover_needs(rdmatopo::Needs::GIDS)?;
     let devices: Vec<&RdmaDevice> = match &args.device {
         Some(name) => {
             let d = topo.rdma_device(name).ok_or_else(|| {

@@ -19,7 +19,9 @@ pub struct InventoryArgs {
 }
 
 pub fn run(args: &InventoryArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_owned(!args.owned)?;
+    let (_, topo) = args
+        .root
+        .discover_owned(rdmatopo::Needs::ALL, !args.owned)?;
     let view = ContainerView::of(&topo);
     Ok(Output::ok(match args.format {
         Format::Json => rdmatopo::inventory_json(&topo),

@@ -104,27 +104,30 @@ impl RootArgs {
     }
 
     pub fn discover(&self) -> Result<(Sysfs, Topology), String> {
-        self.discover_scope(rdmatopo::Scope::Full)
+        self.discover_needs(rdmatopo::Needs::ALL)
     }
 
-    /// Discover everything, inside a container only its own devices in full unless
-    /// `all` (see `rdmatopo::discover_view`).
-    pub fn discover_owned(&self, all: bool) -> Result<(Sysfs, Topology), String> {
+    /// Discover what `needs` asks for, inside a container only of its own devices
+    /// unless `all` (see `rdmatopo::discover_view`).
+    pub fn discover_owned(
+        &self,
+        needs: rdmatopo::Needs,
+        all: bool,
+    ) -> Result<(Sysfs, Topology), String> {
         let fs = self.open()?;
         let view = if all {
             rdmatopo::View::All
         } else {
             rdmatopo::View::Owned
         };
-        let topo =
-            rdmatopo::discover_view(&fs, rdmatopo::Scope::Full, view).map_err(|e| e.to_string())?;
+        let topo = rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string())?;
         Ok((fs, topo))
     }
 
-    /// Discover only what `scope` needs.
-    pub fn discover_scope(&self, scope: rdmatopo::Scope) -> Result<(Sysfs, Topology), String> {
+    /// Discover only what `needs` asks for.
+    pub fn discover_needs(&self, needs: rdmatopo::Needs) -> Result<(Sysfs, Topology), String> {
         let fs = self.open()?;
-        let topo = rdmatopo::discover_scope(&fs, scope).map_err(|e| e.to_string())?;
+        let topo = rdmatopo::discover_needs(&fs, needs).map_err(|e| e.to_string())?;
         Ok((fs, topo))
     }
 }

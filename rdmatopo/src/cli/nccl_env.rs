@@ -34,7 +34,9 @@ pub struct NcclEnvArgs {
 }
 
 pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_owned(args.all)?;
+    let (_, topo) = args
+        .root
+        .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
     let plan = Plan::compute(
         &topo,
         &PlanOptions {

@@ -73,7 +73,7 @@ fn row(topo: &Topology, dev: &RdmaDevice, port: &Port) -> Row {
 }
 
 pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_scope(rdmatopo::Scope::PortNetdevs)?;
+    let (_, topo) = args.root.discover_needs(rdmatopo::Needs::NETDEVS)?;
     let rows: Vec<Row> = topo
         .rdma_devices
         .iter()

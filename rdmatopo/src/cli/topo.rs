@@ -24,7 +24,7 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
     let fs = args.root.open()?;
     // A host's matrix needs only the affinity facts (about a tenth of the files of a
     // full read); a container's ownership view and the nothing-found line need the
-    // model but the GID tables (`Scope::Container`), inside a container only of the
+    // model but the GID tables (`Needs::TOPO_IN_CONTAINER`), inside a container only of the
     // devices it owns (unless --all). The context itself comes from the process view.
     let view = if args.all {
         rdmatopo::View::All
@@ -32,14 +32,14 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
         rdmatopo::View::Owned
     };
     let mut topo =
-        rdmatopo::discover_view(&fs, rdmatopo::Scope::Affinity, view).map_err(|e| e.to_string())?;
+        rdmatopo::discover_view(&fs, rdmatopo::Needs::TOPO, view).map_err(|e| e.to_string())?;
     // On a host without --owned the matrix is all there is: which devices are this
     // process's is worked out only where it can change the output.
     let container = Context::of(&topo).is_container();
     let view = if args.owned || container || nothing_found_line(&topo).is_some() {
-        // Inside a container the owned read above was made for the container scope.
+        // Inside a container the owned read above was made for the container's needs.
         if !(container && view == rdmatopo::View::Owned) {
-            topo = rdmatopo::discover_view(&fs, rdmatopo::Scope::Container, view)
+            topo = rdmatopo::discover_view(&fs, rdmatopo::Needs::TOPO_IN_CONTAINER, view)
                 .map_err(|e| e.to_string())?;
         }
         Some(ContainerView::of(&topo))

@@ -1,6 +1,6 @@
 //! NUMA nodes, machine-wide facts, and the reading process's own view.
 
-use super::Ctx;
+use super::{Ctx, HostFacts};
 use crate::model::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS, NetnsMode, NumaNode, Process, Topology};
 use crate::parse::{
     default_route, parse_cgroup, parse_cpuinfo, parse_cpulist, parse_environ, parse_limits_memlock,
@@ -56,8 +56,7 @@ fn env_is_relevant(key: &str) -> bool {
 }
 
 pub(super) fn read_numa(ctx: &mut Ctx, topo: &mut Topology) {
-    // Only the full scope's analyses weigh NUMA distances.
-    let distances_wanted = ctx.scope == super::Scope::Full;
+    let distances_wanted = ctx.needs.numa_distances;
     let mut nodes: Vec<NumaNode> = ctx
         .list(NODE_DIR)
         .into_iter()
@@ -99,7 +98,7 @@ fn read_netns_mode(ctx: &mut Ctx) -> Option<NetnsMode> {
 }
 
 pub(super) fn read_host(ctx: &mut Ctx, topo: &mut Topology) {
-    if ctx.scope == super::Scope::Affinity {
+    if ctx.needs.host == HostFacts::None {
         return;
     }
     let host = &mut topo.host;
@@ -108,7 +107,7 @@ pub(super) fn read_host(ctx: &mut Ctx, topo: &mut Topology) {
         .text("/proc/net/route", true)
         .and_then(|t| default_route(&t));
     // `topo` in a container needs of the host's facts these two alone (ownership).
-    if ctx.scope == super::Scope::Container {
+    if ctx.needs.host == HostFacts::Ownership {
         return;
     }
     host.cpus_online = ctx.attr("/sys/devices/system/cpu/online", true, parse_cpulist);
@@ -126,8 +125,8 @@ pub(super) fn read_host(ctx: &mut Ctx, topo: &mut Topology) {
 }
 
 pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
-    // The affinity scope reads what the CPU mask and the host/container decision need.
-    let whole = ctx.scope != super::Scope::Affinity;
+    // Else what the CPU mask and the host/container decision need.
+    let whole = ctx.needs.process_whole;
     let p = &mut topo.process;
     if let Some(status) = ctx.text("/proc/self/status", true) {
         p.cap_eff = parse_status_field(&status, "CapEff")
@@ -155,8 +154,7 @@ pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
             }
         }
     }
-    // Only doctor judges the limits (the full scope).
-    if ctx.scope == super::Scope::Full && !ctx.rdma_limits_later {
+    if ctx.needs.rdma_limits && !ctx.rdma_limits_later {
         read_rdma_limits(ctx, p, None);
     }
     read_device_view(ctx, p, whole);

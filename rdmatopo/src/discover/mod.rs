@@ -26,62 +26,212 @@ pub enum DiscoverError {
     Sysfs(#[from] SysfsError),
 }
 
-/// How much of a root discovery reads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What an answer needs read. Each field is one kind of fact and alone decides the
+/// reads of it; each answer states its needs once, as one of the constants below
+/// (`topo`, `gids`, `netdevs`, `nccl-env`, and [`Needs::ALL`] for `doctor`, `inventory`
+/// and the faces). Inside a container the same needs hold for the devices it owns
+/// (see [`Narrowing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Scope {
-    /// Everything the model holds.
-    #[default]
-    Full,
-    /// What the GPU/NIC affinity matrix and the host/container decision need, and no more: NUMA
-    /// nodes and their CPUs (no distances); the PCI tree with every function's class (a
-    /// function with functions below it is a PCI-to-PCI bridge by the tree: recorded as
-    /// `0x060400` without reading), and vendor and device ids of display functions and RDMA
-    /// devices' functions (0 elsewhere), from `uevent` where it states them; `numa_node` of
-    /// GPUs and of RDMA devices' functions, `local_cpulist` of GPUs and of those functions that
-    /// know no node, and the node of each host bridge holding such a GPU or function; each RDMA
-    /// device's PCI function; of the process view, its CPU mask (status and cgroup cpuset) and
-    /// container evidence (cgroups, environment, runtime mounts, marker files), not its limits,
-    /// rdma cgroup, device nodes or the driver's GPU list; NVML facts. Ports, GID tables,
-    /// netdevs, link state, SR-IOV, drivers, ACS, QoS, PCI names and host details stay empty.
-    /// On a DGX-class tree this opens about a fifteenth of the files of [`Scope::Full`].
-    Affinity,
-    /// What `rdmatopo gids` needs: RDMA devices with their PCI function, each port's
-    /// `link_layer` and whole GID table (GIDs, types, netdevs), and this namespace's
-    /// netdevs by name, function and kind. No NUMA, PCI attributes, other port or
-    /// netdev attributes, host or process facts, QoS or NVML/verbs facts. A netdev's
-    /// kind tells a VF by its `device/physfn` link only, so a VF whose PF is not
-    /// visible (a VM) reads as physical here.
-    Gids,
-    /// What `rdmatopo netdevs` needs (the `ibdev2netdev` relation): RDMA devices with
-    /// their PCI function; per port its `link_layer` and, unless that is InfiniBand
-    /// (whose GIDs name no netdev), the GID slots up to the first that names a netdev
-    /// (types unread); this namespace's netdevs by name, function and kind, with
-    /// `carrier`, `master` and bond for those named by a port or on an RDMA device's
-    /// function (kinds as in [`Scope::Gids`]). Nothing else.
-    PortNetdevs,
-    /// What `rdmatopo topo` needs inside a container, where it shows the devices this
-    /// process owns: what [`Scope::Full`] reads for the ownership view and the matrix.
-    /// Not the GID tables (each port's GID slots only up to the first that names a
-    /// netdev, as in [`Scope::PortNetdevs`], without types), the adapters' ids and
-    /// firmware, the ports' link state, the netdevs' state, speed, MTU, address and IPv4
-    /// addresses, NUMA distances, host facts but the RDMA netns mode and the default
-    /// route, QoS or the rdma cgroup's limits; no cross-checks of NVML and verbs facts
-    /// against sysfs.
-    Container,
+pub struct Needs {
+    /// NUMA nodes and their CPUs (`/sys/devices/system/node`), the PCI tree, the process
+    /// view and the NVML/verbs facts. Without them a read holds RDMA devices and netdevs
+    /// only.
+    pub machine: bool,
+    /// How much of each PCI function.
+    pub pci: PciFacts,
+    /// `node<N>/distance` of each NUMA node.
+    pub numa_distances: bool,
+    /// How much of the host.
+    pub host: HostFacts,
+    /// The whole process view (device nodes, the driver's GPU list, runtime mounts),
+    /// not only its CPU mask and container evidence (status, cgroups, environment).
+    pub process_whole: bool,
+    /// The rdma cgroup's `rdma.max` and `rdma.current`.
+    pub rdma_limits: bool,
+    /// RDMA devices' ports (`ports/<p>`); without them a device is its name and
+    /// function.
+    pub ports: bool,
+    /// Each RDMA device's verbs node (`/sys/class/infiniband_verbs/uverbs<N>/ibdev`).
+    pub uverbs: bool,
+    /// RDMA devices' adapter facts (`node_guid`, `sys_image_guid`, `fw_ver`, `hca_type`,
+    /// `board_id`) and ports' link state (`state`, `phys_state`, `rate`, `lid`).
+    pub device_state: bool,
+    /// How much of each port's GID table.
+    pub gids: GidFacts,
+    /// How much of each netdev of this namespace.
+    pub netdevs: NetdevFacts,
+    /// The QoS of RoCE ports and their netdevs (`tc/`, `qos/`, `ecn/`).
+    pub qos: bool,
+    /// The sources' facts checked against sysfs (needs `device_state`).
+    pub cross_check: bool,
+    /// Inside a container, the functions below the root port of an owned GPU whose NICs
+    /// are all elsewhere (the nearer NIC and the switch ports a distance check weighs).
+    pub beside: bool,
 }
 
-impl Scope {
-    /// Whether the scope reads the machine around the RDMA devices: NUMA nodes, the
-    /// PCI tree, the process view and NVML/verbs facts.
-    pub fn reads_machine(self) -> bool {
-        matches!(self, Self::Full | Self::Affinity | Self::Container)
-    }
+/// How much of a PCI function a read takes ([`Needs::pci`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PciFacts {
+    /// Placement: each function's class and parent (a function with functions below it
+    /// is a PCI-to-PCI bridge by the tree: `0x060400` without reading); vendor and
+    /// device ids of display functions and RDMA devices' functions (0 elsewhere), from
+    /// `uevent` where it states them, with their `physfn` link; `numa_node` of GPUs and
+    /// of RDMA devices' functions, `local_cpulist` of GPUs and of those functions that
+    /// know no node, and the node of each host bridge holding such a GPU or function.
+    Placement,
+    /// Every function's ids, subsystem ids, names, driver, `numa_node`,
+    /// `local_cpulist` and SR-IOV (`sriov_*`, `virtfn<N>`).
+    Identity,
+    /// Also each function's PCIe link (`*_link_speed`, `*_link_width`), IOMMU group and
+    /// a bridge's ACS (`config`).
+    Whole,
+}
 
-    /// Whether the scope reads the details of devices, ports and netdevs (all but GID
-    /// tables and QoS).
-    pub fn reads_details(self) -> bool {
-        matches!(self, Self::Full | Self::Container)
+/// How much of the host's facts a read takes ([`Needs::host`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HostFacts {
+    /// None.
+    None,
+    /// What a container's ownership needs: `ib_core`'s `netns_mode` and the default route.
+    Ownership,
+    /// Also the online CPUs, `/proc/cpuinfo`, the peer-memory module and the NVIDIA
+    /// driver's version.
+    Whole,
+}
+
+/// How much of each port's GID table a read takes ([`Needs::gids`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GidFacts {
+    /// None.
+    None,
+    /// The slots up to the first that names a netdev of this namespace, without types
+    /// (the ibdev2netdev relation; none on InfiniBand, whose GIDs name no netdev).
+    UpToNetdev,
+    /// Every slot: GIDs, types and netdevs.
+    Whole,
+}
+
+/// How much of each netdev of this namespace a read takes ([`Needs::netdevs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NetdevFacts {
+    /// None.
+    None,
+    /// Name, function and kind; a VF is told by its `device/physfn` link only, so a VF
+    /// whose PF is not visible (a VM) reads as physical.
+    Outline,
+    /// As [`NetdevFacts::Outline`], with `carrier`, `master` and bond for the netdevs
+    /// named by a port's GIDs or on an RDMA device's function (what `netdevs` prints).
+    Printed,
+    /// Name, function, kind, index, link and master of every netdev (a container's
+    /// network by kinds and links).
+    Links,
+    /// Also MTU, state, carrier, speed, address and IPv4 addresses.
+    Whole,
+}
+
+impl Needs {
+    /// Everything the model holds: `doctor`, `inventory`, `snapshot`, the faces.
+    pub const ALL: Self = Self {
+        machine: true,
+        pci: PciFacts::Whole,
+        numa_distances: true,
+        host: HostFacts::Whole,
+        process_whole: true,
+        rdma_limits: true,
+        ports: true,
+        uverbs: true,
+        device_state: true,
+        gids: GidFacts::Whole,
+        netdevs: NetdevFacts::Whole,
+        qos: true,
+        cross_check: true,
+        beside: true,
+    };
+
+    /// Nothing: a start for stating needs field by field.
+    pub const NONE: Self = Self {
+        machine: false,
+        pci: PciFacts::Placement,
+        numa_distances: false,
+        host: HostFacts::None,
+        process_whole: false,
+        rdma_limits: false,
+        ports: false,
+        uverbs: false,
+        device_state: false,
+        gids: GidFacts::None,
+        netdevs: NetdevFacts::None,
+        qos: false,
+        cross_check: false,
+        beside: false,
+    };
+
+    /// `topo` on a host: the GPU/NIC affinity matrix and the host/container decision.
+    /// On a DGX-class tree this opens about a fifteenth of the files of [`Needs::ALL`].
+    pub const TOPO: Self = Self {
+        machine: true,
+        ..Self::NONE
+    };
+
+    /// `topo` inside a container, where it shows the devices this process owns: the
+    /// ownership view (uverbs nodes, this namespace's netdevs and the ports they are
+    /// on, the process view, the RDMA netns mode and the default route) and the matrix.
+    pub const TOPO_IN_CONTAINER: Self = Self {
+        host: HostFacts::Ownership,
+        process_whole: true,
+        ports: true,
+        uverbs: true,
+        gids: GidFacts::UpToNetdev,
+        netdevs: NetdevFacts::Links,
+        ..Self::TOPO
+    };
+
+    /// `gids` (show_gids): RDMA devices with their function, each port's `link_layer`
+    /// and whole GID table, and this namespace's netdevs in outline.
+    pub const GIDS: Self = Self {
+        ports: true,
+        gids: GidFacts::Whole,
+        netdevs: NetdevFacts::Outline,
+        ..Self::NONE
+    };
+
+    /// `netdevs` (ibdev2netdev): RDMA devices with their function, each port's
+    /// `link_layer` and GIDs up to the first naming a netdev, the netdevs it prints.
+    pub const NETDEVS: Self = Self {
+        ports: true,
+        gids: GidFacts::UpToNetdev,
+        netdevs: NetdevFacts::Printed,
+        ..Self::NONE
+    };
+
+    /// `nccl-env` and the rank plan: all but what only `doctor` judges (NUMA distances,
+    /// the rdma cgroup's limits, PCIe links, ACS and IOMMU groups, the functions beside
+    /// a GPU) and the sources' cross-check. `tests/needs.rs` holds the plan read so
+    /// equal to the plan of [`Needs::ALL`] on every fixture.
+    pub const NCCL_ENV: Self = Self {
+        pci: PciFacts::Identity,
+        numa_distances: false,
+        rdma_limits: false,
+        cross_check: false,
+        beside: false,
+        ..Self::ALL
+    };
+
+    /// What a container's answer reads where this answer is asked on a host: `topo`
+    /// shows the ownership in a container, which the host's matrix does not need.
+    pub fn in_container(self) -> Self {
+        if self == Self::TOPO {
+            Self::TOPO_IN_CONTAINER
+        } else {
+            self
+        }
+    }
+}
+
+impl Default for Needs {
+    fn default() -> Self {
+        Self::ALL
     }
 }
 
@@ -105,11 +255,8 @@ pub struct Focus {
 #[derive(Debug, Clone, Copy)]
 pub struct Narrowing {
     /// From the process facts alone: whether this is a container (else the read is
-    /// the scope's, unchanged).
+    /// as the needs say, unchanged).
     pub in_container: fn(&Topology) -> bool,
-    /// The scope a container's answer needs (`topo` reads more in a container than
-    /// on a host: its ownership header).
-    pub container_scope: Scope,
     /// From an outline of every device (names, functions, uverbs nodes, this
     /// namespace's netdevs, the process view): the devices to read in full, or `None`
     /// when ownership is not certain, and everything is read.
@@ -120,15 +267,15 @@ pub struct Narrowing {
 pub struct Discoverer<'a> {
     fs: &'a Sysfs,
     sources: Vec<&'a dyn FactSource>,
-    scope: Scope,
+    needs: Needs,
     cross_check: Option<CrossCheck>,
     narrowing: Option<Narrowing>,
 }
 
-/// A check of the sources' facts against sysfs, run on the finished model of a
-/// [`Scope::Full`] read; its diagnostics join the model's. The caller hands it in
-/// (`rdmatopo::discover_scope` passes the sources cross-check of `checks`), so
-/// discovery never imports the floors that judge its output.
+/// A check of the sources' facts against sysfs, run on the finished model of a read
+/// that needs it ([`Needs::cross_check`]); its diagnostics join the model's. The
+/// caller hands it in (`rdmatopo::discover_needs` passes the sources cross-check of
+/// `checks`), so discovery never imports the floors that judge its output.
 pub type CrossCheck = fn(&Topology) -> Vec<Diagnostic>;
 
 impl std::fmt::Debug for Discoverer<'_> {
@@ -146,7 +293,7 @@ impl<'a> Discoverer<'a> {
         Self {
             fs,
             sources: Vec::new(),
-            scope: Scope::Full,
+            needs: Needs::ALL,
             cross_check: None,
             narrowing: None,
         }
@@ -159,16 +306,16 @@ impl<'a> Discoverer<'a> {
         self
     }
 
-    /// Check the sources' facts against sysfs with `check` once a [`Scope::Full`]
-    /// model is built (none by default).
+    /// Check the sources' facts against sysfs with `check` once a model whose needs
+    /// ask for it is built (none by default).
     pub fn cross_check(mut self, check: CrossCheck) -> Self {
         self.cross_check = Some(check);
         self
     }
 
-    /// Read only what `scope` needs ([`Scope::Full`] by default).
-    pub fn scope(mut self, scope: Scope) -> Self {
-        self.scope = scope;
+    /// Read only what `needs` asks for ([`Needs::ALL`] by default).
+    pub fn needs(mut self, needs: Needs) -> Self {
+        self.needs = needs;
         self
     }
 
@@ -188,38 +335,39 @@ impl<'a> Discoverer<'a> {
                 root: self.fs.label().to_string(),
             });
         }
-        let Some(narrowing) = self.narrowing.filter(|_| self.scope.reads_machine()) else {
-            return Ok(self.read(self.scope, false, None));
+        let Some(narrowing) = self.narrowing.filter(|_| self.needs.machine) else {
+            return Ok(self.read(self.needs, false, None));
         };
         // The process view first: it alone tells a container from a host.
         let mut probe = Topology::empty(self.fs.label());
-        let mut ctx = Ctx::new(self.fs, self.scope);
+        let mut ctx = Ctx::new(self.fs, self.needs);
         ctx.rdma_limits_later = true;
         host::read_process(&mut ctx, &mut probe);
         let in_container = (narrowing.in_container)(&probe);
         if !in_container {
-            if self.scope == Scope::Full {
+            if self.needs.rdma_limits {
                 host::read_rdma_limits(&mut ctx, &mut probe.process, None);
             }
-            return Ok(self.read(self.scope, false, Some((probe.process, ctx.diags))));
+            return Ok(self.read(self.needs, false, Some((probe.process, ctx.diags))));
         }
         let read = (probe.process, ctx.diags);
-        let scope = narrowing.container_scope;
-        // The affinity scope reads a part of the process view; a container needs it all.
-        let read = (self.scope == scope || self.scope != Scope::Affinity).then_some(read);
-        let mut outline = self.read(scope, true, read);
+        let needs = self.needs.in_container();
+        // The probe read the process view as this answer needs it; a container may
+        // need more of it.
+        let read = (self.needs.process_whole || !needs.process_whole).then_some(read);
+        let mut outline = self.read(needs, true, read);
         let mut doubts = doubts(&outline);
         if doubts.is_empty()
             && let Some(focus) = (narrowing.focus)(&outline)
         {
-            match self.complete(&mut outline, scope, &focus) {
+            match self.complete(&mut outline, needs, &focus) {
                 Ok(()) => return Ok(outline),
                 Err(more) => doubts.extend(more),
             }
         }
         // Uncertain: the whole machine, as without narrowing, saying why. The sources'
         // facts are the outline's: NVML's initialisation can cost more than the read.
-        let mut ctx = Ctx::new(self.fs, scope);
+        let mut ctx = Ctx::new(self.fs, needs);
         let mut topo = Self::read_sysfs(&mut ctx, None);
         topo.nvml = outline.nvml;
         topo.verbs = outline.verbs;
@@ -234,25 +382,21 @@ impl<'a> Discoverer<'a> {
         Ok(topo)
     }
 
-    /// Read the root for `scope`: every device in full, or (`outline`) every device in
+    /// Read the root for `needs`: every device in full, or (`outline`) every device in
     /// outline for [`Narrowing::focus`] to choose from. `process`: the process view and
-    /// its diagnostics, already read for this scope.
+    /// its diagnostics, already read for these needs.
     fn read(
         &self,
-        scope: Scope,
+        needs: Needs,
         outline: bool,
         process: Option<(Process, Vec<Diagnostic>)>,
     ) -> Topology {
-        let mut ctx = Ctx::new(self.fs, scope);
+        let mut ctx = Ctx::new(self.fs, needs);
         ctx.outline = outline;
         ctx.rdma_limits_later = outline;
-        // Narrow scopes never collect: loading libnvidia-ml would cost more than their
-        // whole read.
-        let sources: &[&dyn FactSource] = if scope.reads_machine() {
-            &self.sources
-        } else {
-            &[]
-        };
+        // Reads of RDMA devices and netdevs alone never collect: loading libnvidia-ml
+        // would cost more than their whole read.
+        let sources: &[&dyn FactSource] = if needs.machine { &self.sources } else { &[] };
         // Sources that wait on a driver are collected on a thread of their own while
         // sysfs is read here (NVML's initialisation alone can take longer than the
         // whole tree); the others after sysfs, in line (quicker than starting a thread).
@@ -301,10 +445,10 @@ impl<'a> Discoverer<'a> {
         })
     }
 
-    /// Everything sysfs and procfs hold for the scope (`process`: read already).
+    /// Everything sysfs and procfs hold for the needs (`process`: read already).
     fn read_sysfs(ctx: &mut Ctx, process: Option<(Process, Vec<Diagnostic>)>) -> Topology {
         let mut topo = Topology::empty(ctx.fs.label());
-        if ctx.scope.reads_machine() {
+        if ctx.needs.machine {
             host::read_numa(ctx, &mut topo);
             host::read_host(ctx, &mut topo);
             match process {
@@ -315,15 +459,15 @@ impl<'a> Discoverer<'a> {
                 None => host::read_process(ctx, &mut topo),
             }
         }
-        // RDMA devices before the PCI tree: the affinity scope reads their functions in
+        // RDMA devices before the PCI tree: a placement read takes their functions in
         // detail.
         rdma::read_rdma(ctx, &mut topo);
-        if ctx.scope.reads_machine() {
+        if ctx.needs.machine {
             pci::read_pci(ctx, &mut topo);
         }
         net::read_netdevs(ctx, &mut topo);
         rdma::link_port_netdevs(&mut topo);
-        if ctx.scope == Scope::Full && !ctx.outline {
+        if ctx.needs.qos && !ctx.outline {
             qos::read_qos(ctx, &mut topo);
         }
         topo
@@ -341,8 +485,7 @@ impl<'a> Discoverer<'a> {
     }
 
     fn run_cross_check(&self, ctx: &mut Ctx, topo: &Topology) {
-        // Cross-checks need the link state and ports a narrower scope leaves out.
-        if ctx.scope == Scope::Full
+        if ctx.needs.cross_check
             && let Some(check) = self.cross_check
         {
             ctx.diags.extend(check(topo));
@@ -351,19 +494,18 @@ impl<'a> Discoverer<'a> {
 
     /// Read the devices of `focus` in full into an outline: RDMA devices' ports, GIDs
     /// and attributes, their functions, the PFs of VFs and the bridges above them, and
-    /// (full scope) the QoS of those ports and netdevs.
+    /// (when needed) the QoS of those ports and netdevs.
     /// `Err`: diagnostics saying why the outline cannot be trusted after all (a uverbs
     /// node whose `ibdev` does not name its device).
     fn complete(
         &self,
         topo: &mut Topology,
-        scope: Scope,
+        needs: Needs,
         focus: &Focus,
     ) -> Result<(), Vec<Diagnostic>> {
-        let mut ctx = Ctx::new(self.fs, scope);
+        let mut ctx = Ctx::new(self.fs, needs);
         ctx.diags = std::mem::take(&mut topo.diagnostics);
-        let unconfirmed =
-            rdma::read_focus(&mut ctx, topo, &focus.rdma_devices, rdma::GidReads::Scope);
+        let unconfirmed = rdma::read_focus(&mut ctx, topo, &focus.rdma_devices, needs.gids);
         if !unconfirmed.is_empty() {
             topo.diagnostics = ctx.diags;
             return Err(unconfirmed);
@@ -375,9 +517,8 @@ impl<'a> Discoverer<'a> {
                 .filter(|d| focus.rdma_devices.contains(&d.name))
                 .filter_map(|d| d.pci),
         );
-        // What `topo` needs of a function (the container scope) its outline holds; the
-        // other scopes read the functions in full.
-        let detailed = if scope == Scope::Container {
+        // A placement read's functions are whole in the outline already.
+        let detailed = if needs.pci == PciFacts::Placement {
             BTreeSet::new()
         } else {
             // A GPU whose NICs are all elsewhere: what sits beside it, so that the
@@ -387,14 +528,18 @@ impl<'a> Discoverer<'a> {
                 .filter(|a| !focus.functions.contains(a))
                 .copied()
                 .collect();
-            let (beside, devices) = pci::read_beside(&mut ctx, topo, &focus.functions, &nics);
+            let (beside, devices) = if needs.beside {
+                pci::read_beside(&mut ctx, topo, &focus.functions, &nics)
+            } else {
+                Default::default()
+            };
             rdma::hold_others(topo, &devices);
             let mut detailed = pci::read_focus(&mut ctx, topo, functions);
             detailed.extend(beside);
             detailed
         };
         // The RDMA devices of the PFs of its VFs: their ports carry the VFs' traffic
-        // (QoS, link state). Their GID tables name a netdev of this namespace only when
+        // (QoS, link state), read where either is needed. Their GID tables name a netdev of this namespace only when
         // one sits on the PF's function or bonds it; else they are not read at all.
         let pfs: BTreeSet<PciAddr> = topo
             .rdma_devices
@@ -405,7 +550,7 @@ impl<'a> Discoverer<'a> {
         // A PF's devices are those under its function; the outline only named them.
         let under_pfs: Vec<(String, PciAddr)> = pfs
             .iter()
-            .filter(|_| scope == Scope::Full)
+            .filter(|_| needs.qos || needs.device_state)
             .filter_map(|a| topo.pci_function(*a))
             .flat_map(|f| {
                 let names = ctx.list(&format!("{}/infiniband", f.path));
@@ -424,9 +569,9 @@ impl<'a> Discoverer<'a> {
             .iter()
             .any(|n| n.bond.is_some() || n.pci.is_some_and(|a| pfs.contains(&a)));
         let pf_gids = if pf_netdev_here {
-            rdma::GidReads::UpToNetdev
+            needs.gids.min(GidFacts::UpToNetdev)
         } else {
-            rdma::GidReads::Skip
+            GidFacts::None
         };
         let unconfirmed = rdma::read_focus(&mut ctx, topo, &pf_devices, pf_gids);
         if !unconfirmed.is_empty() {
@@ -434,12 +579,12 @@ impl<'a> Discoverer<'a> {
             return Err(unconfirmed);
         }
         rdma::link_port_netdevs(topo);
-        // As the process view of a whole read of `scope`, for the devices held.
-        if scope == Scope::Full {
+        // As the process view of a whole read, for the devices held.
+        if needs.rdma_limits {
             let held = topo.rdma_devices.iter().map(|d| d.name.clone()).collect();
             host::read_rdma_limits(&mut ctx, &mut topo.process, Some(&held));
         }
-        if scope == Scope::Full {
+        if needs.qos {
             qos::read_qos(&mut ctx, topo);
         }
         pci::fill_gpus(topo);
@@ -522,7 +667,7 @@ fn doubts(outline: &Topology) -> Vec<Diagnostic> {
 pub(crate) struct Ctx<'a> {
     pub fs: &'a Sysfs,
     pub diags: Vec<Diagnostic>,
-    pub scope: Scope,
+    pub needs: Needs,
     /// Reading every device in outline, for a [`Narrowing`] to choose from.
     pub outline: bool,
     /// In an outline, the functions this container names (its netdevs', `PCIDEVICE_*`)
@@ -538,11 +683,11 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(fs: &'a Sysfs, scope: Scope) -> Self {
+    fn new(fs: &'a Sysfs, needs: Needs) -> Self {
         Self {
             fs,
             diags: Vec::new(),
-            scope,
+            needs,
             outline: false,
             named_functions: BTreeSet::new(),
             in_worker: false,
@@ -627,8 +772,8 @@ impl<'a> Ctx<'a> {
     /// The results `f` gives over `items`, in order, spread over a few threads when
     /// each would get at least `per_thread` items: sysfs reads are system calls, and
     /// the machines this runs on have many cores. The threads take the next few items
-    /// as they finish (items differ in cost: a bridge is not read at all in
-    /// [`Scope::Affinity`]); this one waits for them, which lets the scheduler give them
+    /// as they finish (items differ in cost: a bridge is not read at all in a
+    /// [`PciFacts::Placement`] read); this one waits for them, which lets the scheduler give them
     /// every CPU at once (measured: working here too left one waiting). Each item's
     /// diagnostics are kept with it and appended in item order, so the result is the
     /// same as a sequential run's. Results are moved once more after `f` returns them
@@ -646,7 +791,7 @@ impl<'a> Ctx<'a> {
             out.extend(items.iter().filter_map(|item| f(self, item)));
             return out;
         }
-        let (fs, scope, outline) = (self.fs, self.scope, self.outline);
+        let (fs, needs, outline) = (self.fs, self.needs, self.outline);
         let next = std::sync::atomic::AtomicUsize::new(0);
         // A quarter of what makes a thread worth starting: one GID-table-sized device,
         // or a few PCI functions.
@@ -657,7 +802,7 @@ impl<'a> Ctx<'a> {
             let mut ctx = Ctx {
                 outline,
                 in_worker: true,
-                ..Ctx::new(fs, scope)
+                ..Ctx::new(fs, needs)
             };
             let mut chunks = Vec::new();
             loop {

@@ -1,6 +1,6 @@
 //! Netdevs visible in this network namespace (`/sys/class/net`).
 
-use super::{Ctx, Scope};
+use super::{Ctx, NetdevFacts};
 use crate::model::{Bond, Netdev, NetdevKind, Topology};
 use crate::parse::{PciAddr, parse_dec, parse_fib_trie_local, parse_route};
 use crate::sysfs::{EntryKind, join};
@@ -11,11 +11,11 @@ const CLASS_DIR: &str = "/sys/class/net";
 const NETDEVS_PER_THREAD: usize = 8;
 
 pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
-    if ctx.scope == Scope::Affinity {
+    if ctx.needs.netdevs == NetdevFacts::None {
         return;
     }
-    // The narrow scopes read details only of the netdevs `netdevs` prints.
-    let wanted = (ctx.scope == Scope::PortNetdevs).then(|| {
+    // Details only of the netdevs `netdevs` prints.
+    let wanted = (ctx.needs.netdevs == NetdevFacts::Printed).then(|| {
         let names: BTreeSet<&str> = topo
             .rdma_devices
             .iter()
@@ -42,7 +42,7 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
             }
         };
         let name = name.clone();
-        if ctx.scope.reads_details() {
+        if ctx.needs.netdevs >= NetdevFacts::Links {
             return Some(read_netdev(ctx, &real, name, seen));
         }
         let pci = function_of(&real);
@@ -51,7 +51,7 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
         });
         Some(read_outline(ctx, &real, name, pci, detail))
     });
-    if ctx.scope.reads_details() && ctx.scope != Scope::Container {
+    if ctx.needs.netdevs == NetdevFacts::Whole {
         assign_ipv4(ctx, &mut out);
     }
     topo.netdevs = out;
@@ -104,7 +104,7 @@ fn read_bond(ctx: &mut Ctx, dir: &str) -> Option<Bond> {
     })
 }
 
-/// A netdev for the narrow scopes: name, function (`pci`, from the canonical path) and
+/// A netdev in outline: name, function (`pci`, from the canonical path) and
 /// kind (`device/physfn` tells a VF); with `detail`, also `carrier`, `master` and bond.
 fn read_outline(
     ctx: &mut Ctx,
@@ -166,7 +166,7 @@ fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netde
     };
     // `topo` in a container tells its network by kinds and links; the link's state,
     // speed and MTU are `doctor`'s and `nccl-env`'s.
-    if ctx.scope == Scope::Container {
+    if ctx.needs.netdevs < NetdevFacts::Whole {
         return netdev;
     }
     netdev.mtu = ctx.attr(&at("mtu"), true, |t| parse_dec::<u32>("mtu", t));

@@ -1,6 +1,6 @@
 //! PCI functions and the hierarchy from their canonical sysfs paths.
 
-use super::{Ctx, Scope};
+use super::{Ctx, PciFacts};
 use crate::model::{Gpu, HostBridge, PciFunction, PciRole, PcieLink, Sriov, Topology};
 use crate::parse::{
     AcsState, PciAddr, PciIds, parse_acs, parse_cpulist, parse_dec, parse_hex_u16, parse_hex_u32,
@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 const BUS_DIR: &str = "/sys/bus/pci/devices";
-/// `class` of a PCI-to-PCI bridge (normal decode), recorded in [`Scope::Affinity`] for
+/// `class` of a PCI-to-PCI bridge (normal decode), recorded in a placement read for
 /// functions with functions below them, without reading it.
 const PCI_BRIDGE_CLASS: u32 = 0x060400;
 
@@ -85,18 +85,17 @@ fn chain_of(path: &str) -> Option<Chain> {
     })
 }
 
-/// What the affinity scope (and an outline) reads a function for.
-struct AffinityNeeds {
-    /// RDMA devices' functions, read in detail beside GPUs (in an outline: the
-    /// functions of this namespace's netdevs and of `PCIDEVICE_*` variables).
+/// What a placement read ([`PciFacts::Placement`], and an outline) reads a function for.
+struct Placement {
+    /// RDMA devices' functions, read in detail beside GPUs, with their `physfn` link (in
+    /// an outline: the functions of this namespace's netdevs and of `PCIDEVICE_*`
+    /// variables).
     nics: BTreeSet<PciAddr>,
     /// Ids of `/sys/devices/system/node`: a `numa_node` outside them is unknown.
     nodes: BTreeSet<u32>,
-    /// Read the `physfn` link of `nics` (an outline: ownership weighs VFs).
-    vf_links: bool,
 }
 
-impl AffinityNeeds {
+impl Placement {
     /// Whether `numa_node` names a node this machine has (any, when none is listed).
     fn knows(&self, numa_node: Option<u32>) -> bool {
         numa_node.is_some_and(|n| self.nodes.is_empty() || self.nodes.contains(&n))
@@ -104,23 +103,21 @@ impl AffinityNeeds {
 }
 
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
-    // In the affinity scope only GPUs and RDMA devices' functions are read in detail.
+    // A placement read takes only GPUs and RDMA devices' functions in detail.
     let nodes = || topo.numa_nodes.iter().map(|n| n.id).collect();
-    let needs: Option<AffinityNeeds> = if ctx.outline {
-        // An outline for the ownership view: GPUs as in the affinity scope, and the
-        // functions this container names (its netdevs', `PCIDEVICE_*`) with their VF
-        // links; no RDMA function is read (a host has hundreds of VFs).
+    let needs: Option<Placement> = if ctx.outline {
+        // An outline for the ownership view: GPUs as in a placement read, and the
+        // functions this container names (its netdevs', `PCIDEVICE_*`); no RDMA
+        // function is read (a host has hundreds of VFs).
         let nics = ctx.named_functions.clone();
-        Some(AffinityNeeds {
+        Some(Placement {
             nics,
             nodes: nodes(),
-            vf_links: true,
         })
     } else {
-        (ctx.scope == Scope::Affinity).then(|| AffinityNeeds {
+        (ctx.needs.pci == PciFacts::Placement).then(|| Placement {
             nics: topo.rdma_devices.iter().filter_map(|d| d.pci).collect(),
             nodes: nodes(),
-            vf_links: false,
         })
     };
     let names = match &needs {
@@ -219,7 +216,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             path.to_string()
         }
     };
-    // Bridges placed by the tree cost no read in the affinity scope or an outline: only
+    // Bridges placed by the tree cost no read in a placement read or an outline: only
     // the others weigh on whether threads pay.
     let read = if needs.is_some() {
         paths
@@ -483,12 +480,12 @@ pub(super) fn read_beside(
     (added, under)
 }
 
-/// The affinity scope reads `numa_node` of GPUs and NICs only. A host bridge's node
+/// A placement read takes `numa_node` of GPUs and NICs only. A host bridge's node
 /// stands in for theirs where they know none (path classes across host bridges, a GPU's
 /// NUMA node): for those host bridges, the node is its first function's that knows one
-/// (as in the full scope), so read the others in address order until one does (usually
+/// (as in a whole read), so read the others in address order until one does (usually
 /// one file); other host bridges are left as their GPUs and NICs say.
-fn read_host_bridge_numa(ctx: &mut Ctx, functions: &mut [PciFunction], needs: &AffinityNeeds) {
+fn read_host_bridge_numa(ctx: &mut Ctx, functions: &mut [PciFunction], needs: &Placement) {
     let is_endpoint = |f: &PciFunction| f.is_nvidia_gpu() || needs.nics.contains(&f.address);
     let wanted: BTreeSet<String> = functions
         .iter()
@@ -565,7 +562,7 @@ fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Opt
     Some(None)
 }
 
-/// Class, vendor and device from a function's `uevent`, in the affinity scope where
+/// Class, vendor and device from a function's `uevent`, in a placement read where
 /// they save reads; `None` (quietly: captures may leave `uevent` out) when it cannot
 /// tell, and the attribute files are read instead.
 fn read_uevent(ctx: &Ctx, path: &str) -> Option<PciIds> {
@@ -576,7 +573,7 @@ fn read_uevent(ctx: &Ctx, path: &str) -> Option<PciIds> {
 }
 
 /// One function (`class` read already, `None` when unreadable; `ids` when its `uevent`
-/// was read). With `needs` (the affinity scope), only the tree's facts are read, and
+/// was read). With `needs` (a placement read), only the tree's facts are read, and
 /// `numa_node` and `local_cpulist` for GPUs and RDMA devices' functions (a NIC's CPUs
 /// only stand in for a node it does not know).
 fn read_function(
@@ -586,7 +583,7 @@ fn read_function(
     class: Option<u32>,
     ids: Option<PciIds>,
     (host_bridge, parent): &Place,
-    needs: Option<&AffinityNeeds>,
+    needs: Option<&Placement>,
 ) -> Option<PciFunction> {
     let (host_bridge, parent) = (host_bridge.clone(), *parent);
     let at = |name: &str| join(path, name);
@@ -594,7 +591,7 @@ fn read_function(
     let is_nic = needs.is_some_and(|n| n.nics.contains(&address));
     let vendor_of = |ctx: &mut Ctx| ctx.attr(&at("vendor"), false, |t| parse_hex_u16("vendor", t));
     let device_of = |ctx: &mut Ctx| ctx.attr(&at("device"), false, |t| parse_hex_u16("device", t));
-    // The affinity scope needs ids only to tell NVIDIA GPUs among display functions (and
+    // A placement read needs ids only to tell NVIDIA GPUs among display functions (and
     // to name the NICs), from `uevent` where it tells them; for every other function the
     // class is enough (0: not read).
     let display = class.is_some_and(|c| c >> 16 == 0x03);
@@ -614,7 +611,9 @@ fn read_function(
     let is_gpu = vendor == 0x10de && matches!(class >> 8, 0x0300 | 0x0302);
     let local = full || is_gpu || is_nic;
     let width = |t: &str| parse_dec::<u32>("link width", t);
-    let link = if !full {
+    // The link, IOMMU group and ACS are judged by `doctor` alone.
+    let whole = full && ctx.needs.pci == PciFacts::Whole;
+    let link = if !whole {
         PcieLink::default()
     } else {
         PcieLink {
@@ -628,7 +627,7 @@ fn read_function(
             max_width: ctx.attr(&at("max_link_width"), true, width),
         }
     };
-    let physfn = (full || (is_nic && needs.is_some_and(|n| n.vf_links)))
+    let physfn = (full || is_nic)
         .then(|| ctx.fs.link_name(&at("physfn")).ok())
         .flatten()
         .and_then(|n| n.parse().ok());
@@ -667,7 +666,7 @@ fn read_function(
             }
         })
     };
-    // Names are for people reading the inventory; no analysis of the affinity scope
+    // Names are for people reading the inventory; no analysis of a placement read
     // looks at them (and the lookups touch pages of the bundled table).
     let (vendor_name, device_name) = if full {
         names(vendor, device)
@@ -717,11 +716,11 @@ fn read_function(
         is_vf: physfn.is_some() || KNOWN_VF_IDS.contains(&(vendor, device)),
         physfn,
         vf_index: None,
-        iommu_group: full
+        iommu_group: whole
             .then(|| ctx.fs.link_name(&at("iommu_group")).ok())
             .flatten()
             .and_then(|n| n.parse().ok()),
-        acs: (full && class >> 8 == 0x0604)
+        acs: (whole && class >> 8 == 0x0604)
             .then(|| read_acs(ctx, &at("config")))
             .flatten(),
     })

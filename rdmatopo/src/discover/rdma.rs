@@ -1,6 +1,6 @@
 //! RDMA devices (`/sys/class/infiniband`), their ports and GID tables.
 
-use super::{Ctx, Scope};
+use super::{Ctx, GidFacts};
 use crate::model::{DetailView, Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
 use crate::parse::{
     LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
@@ -21,26 +21,28 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     if ctx.outline {
         return read_outlines(ctx, topo);
     }
-    let uverbs = if ctx.scope.reads_details() {
+    let uverbs = if ctx.needs.uverbs {
         uverbs_by_device(ctx)
     } else {
         BTreeMap::new()
     };
     let names = ctx.list(CLASS_DIR);
     // Devices are read side by side: their GID tables (up to 256 files a port) are
-    // most of a full read. Without ports (the affinity scope) a device is one link.
-    let per_thread = if ctx.scope == Scope::Affinity {
+    // most of a full read. Without ports a device is one link.
+    let per_thread = if !ctx.needs.ports {
         super::FUNCTIONS_PER_THREAD
     } else {
         1
     };
     let mut devices: Vec<RdmaDevice> = ctx.par_filter_map(&names, per_thread, |ctx, name| {
         let dir = join(CLASS_DIR, name);
+        let gids = ctx.needs.gids;
         Some(read_device(
             ctx,
             &dir,
             name.clone(),
             uverbs.get(name).cloned(),
+            gids,
         ))
     });
     devices.sort_by_cached_key(|d| natural_key(&d.name));
@@ -150,7 +152,7 @@ pub(super) fn read_focus(
     ctx: &mut Ctx,
     topo: &mut Topology,
     focus: &BTreeSet<String>,
-    gid_reads: GidReads,
+    gids: GidFacts,
 ) -> Vec<Diagnostic> {
     let wanted: Vec<(usize, String, Option<String>)> = topo
         .rdma_devices
@@ -179,7 +181,7 @@ pub(super) fn read_focus(
             }
         }
         let dir = join(CLASS_DIR, &name);
-        topo.rdma_devices[i] = read_device_with(ctx, &dir, name, candidate, gid_reads);
+        topo.rdma_devices[i] = read_device(ctx, &dir, name, candidate, gids);
     }
     unconfirmed
 }
@@ -209,32 +211,16 @@ fn function_of_class_device(real: &str) -> Option<PciAddr> {
     real.rsplit('/').find_map(PciAddr::from_component)
 }
 
-/// How much of each port's GID table a read takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum GidReads {
-    /// What the scope reads.
-    Scope,
-    /// The slots up to the first that names a netdev of this namespace, without types (the
-    /// ibdev2netdev relation).
-    UpToNetdev,
-    /// None: the ports' other attributes only.
-    Skip,
-}
-
-fn read_device(ctx: &mut Ctx, dir: &str, name: String, uverbs: Option<String>) -> RdmaDevice {
-    read_device_with(ctx, dir, name, uverbs, GidReads::Scope)
-}
-
-fn read_device_with(
+fn read_device(
     ctx: &mut Ctx,
     dir: &str,
     name: String,
     uverbs: Option<String>,
-    gid_reads: GidReads,
+    gids: GidFacts,
 ) -> RdmaDevice {
     let at = |f: &str| join(dir, f);
     let pci = pci_of(ctx, dir);
-    if ctx.scope == Scope::Affinity {
+    if !ctx.needs.ports {
         return RdmaDevice::named(name, pci);
     }
     let ports_dir = at("ports");
@@ -246,11 +232,9 @@ fn read_device_with(
     numbers.sort_unstable();
     let ports = numbers
         .into_iter()
-        .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n, gid_reads))
+        .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n, gids))
         .collect();
-    // The narrow scopes and `topo` in a container (whose ownership view needs the uverbs
-    // node, found only where details are read) want no adapter ids.
-    if !ctx.scope.reads_details() || ctx.scope == Scope::Container {
+    if !ctx.needs.device_state {
         return RdmaDevice {
             ports,
             uverbs,
@@ -271,7 +255,7 @@ fn read_device_with(
     }
 }
 
-fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port {
+fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port {
     let at = |f: &str| join(dir, f);
     let link_layer = ctx.attr(&at("link_layer"), false, parse_link_layer);
     let gids_dir = at("gids");
@@ -284,10 +268,10 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port
     let gid_table_len = slots.last().map_or(0, |l| l + 1);
     // ibdev2netdev's relation: InfiniBand GIDs name no netdev (`ndevs` fails there),
     // and on RoCE the first slot naming one is the answer.
-    let netdev_only = match gid_reads {
-        GidReads::Scope => matches!(ctx.scope, Scope::PortNetdevs | Scope::Container),
-        GidReads::UpToNetdev => true,
-        GidReads::Skip => {
+    let netdev_only = match gid_facts {
+        GidFacts::Whole => false,
+        GidFacts::UpToNetdev => true,
+        GidFacts::None => {
             slots.clear();
             true
         }
@@ -341,8 +325,7 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_reads: GidReads) -> Port
     } else {
         ctx.par_filter_map(&slots, GID_SLOTS_PER_THREAD, read_slot)
     };
-    // `topo` in a container relates ports to netdevs; their link state is `doctor`'s.
-    if !ctx.scope.reads_details() || ctx.scope == Scope::Container {
+    if !ctx.needs.device_state {
         return Port {
             link_layer,
             gid_table_len,

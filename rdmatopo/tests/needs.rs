@@ -1,8 +1,9 @@
-//! The narrow scopes read a fraction of the files and must give exactly the answer of
-//! a full read, on every fixture and on the fuzzers' base machine: `Scope::Affinity`
-//! (what `rdmatopo topo` uses on a host) the matrix and the container context,
-//! `Scope::Gids` the GID tables and NCCL's GID choice, `Scope::PortNetdevs` the
-//! ibdev2netdev relation.
+//! Each answer's needs (`rdmatopo::Needs`) read a fraction of the files and must give
+//! exactly the answer of a whole read ([`Needs::ALL`]), on every fixture and on the
+//! fuzzers' base machine: [`Needs::TOPO`] (`topo` on a host) the matrix and the
+//! container context, [`Needs::TOPO_IN_CONTAINER`] the ownership view, [`Needs::GIDS`]
+//! the GID tables and NCCL's GID choice, [`Needs::NETDEVS`] the ibdev2netdev relation,
+//! [`Needs::NCCL_ENV`] the rank plan (host and owned views).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -12,7 +13,8 @@ use rdmatopo::view::TopoMatrix;
 use rdmatopo::view::affinity::numa_of;
 use rdmatopo::view::container::ContainerView;
 use rdmatopo::view::gid::{choose_gid, is_roce};
-use rdmatopo::{Scope, Sysfs, Topology, discover_scope};
+use rdmatopo::view::plan::{Plan, PlanOptions};
+use rdmatopo::{Needs, Sysfs, Topology, View, discover_needs, discover_view};
 use std::path::PathBuf;
 
 fn fixture_roots() -> Vec<PathBuf> {
@@ -26,11 +28,11 @@ fn fixture_roots() -> Vec<PathBuf> {
     v
 }
 
-/// Both scopes on one root: (full, affinity, files read by each).
+/// Both reads of one root: (whole, `topo`'s, files read by each).
 fn both(open: impl Fn() -> Sysfs) -> (Topology, Topology, usize, usize) {
     let (fs_full, fs_aff) = (open(), open());
-    let full = discover_scope(&fs_full, Scope::Full).unwrap();
-    let aff = discover_scope(&fs_aff, Scope::Affinity).unwrap();
+    let full = discover_needs(&fs_full, Needs::ALL).unwrap();
+    let aff = discover_needs(&fs_aff, Needs::TOPO).unwrap();
     (full, aff, fs_full.files_read(), fs_aff.files_read())
 }
 
@@ -38,7 +40,7 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
     assert_eq!(
         TopoMatrix::for_topology(aff),
         TopoMatrix::for_topology(full),
-        "{name}: the affinity scope changed the matrix"
+        "{name}: topo's needs changed the matrix"
     );
     let (vf, va) = (ContainerView::of(full), ContainerView::of(aff));
     // Host or container is decided from the process view alone; which kind of
@@ -85,7 +87,7 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
     };
     assert_eq!(cpus(aff), cpus(full), "{name}: NUMA nodes");
     // Host bridges' nodes stand in for GPUs and NICs that know none of their own:
-    // those are read as in the full scope.
+    // those are read as in a whole read.
     let names = |t: &Topology| {
         t.host_bridges
             .iter()
@@ -111,7 +113,7 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
 }
 
 #[test]
-fn the_affinity_scope_gives_the_full_answer_on_every_fixture() {
+fn topos_needs_give_the_whole_answer_on_every_fixture() {
     let roots = fixture_roots();
     assert!(roots.len() >= 5, "fixtures missing: {roots:?}");
     for root in roots {
@@ -120,7 +122,7 @@ fn the_affinity_scope_gives_the_full_answer_on_every_fixture() {
         assert_same_answer(&name, &full, &aff);
         assert!(n_aff <= n_full, "{name}: {n_aff} > {n_full} files");
         if full.gpus.len() >= 8 {
-            // The point of the scope: on a DGX-class tree most files are GID slots,
+            // The point of the needs: on a DGX-class tree most files are GID slots,
             // link state and netdevs the matrix never looks at.
             assert!(n_aff * 4 < n_full, "{name}: {n_aff} of {n_full} files");
         }
@@ -128,7 +130,7 @@ fn the_affinity_scope_gives_the_full_answer_on_every_fixture() {
 }
 
 #[test]
-fn the_affinity_scope_on_the_base_machine() {
+fn topos_needs_on_the_base_machine() {
     let (full, aff, _, _) = both(|| Sysfs::memory(rdmatopo::fuzzing::base_machine(), "base"));
     assert_same_answer("base", &full, &aff);
     assert!(aff.netdevs.is_empty() && aff.rdma_devices[0].ports.is_empty());
@@ -136,9 +138,9 @@ fn the_affinity_scope_on_the_base_machine() {
 }
 
 #[test]
-fn the_affinity_scope_reads_host_bridges_for_endpoints_without_a_node() {
+fn topos_needs_read_host_bridges_for_endpoints_without_a_node() {
     // GPU0 says no node (-1) and the NIC's PF names one the machine lacks (7): both
-    // stand on their host bridge's node, as in the full scope, and the NIC's CPUs are
+    // stand on their host bridge's node, as in a whole read, and the NIC's CPUs are
     // read in its stead.
     let sw = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
     let mut tree = rdmatopo::fuzzing::base_machine();
@@ -223,20 +225,20 @@ fn same_ports<'a>(
     pairs
 }
 
-/// Full, gids and port-netdevs scopes on one root, with the files each read.
-fn rdma_scopes(open: impl Fn() -> Sysfs) -> [(Topology, usize); 3] {
-    [Scope::Full, Scope::Gids, Scope::PortNetdevs].map(|scope| {
+/// The whole, `gids` and `netdevs` reads of one root, with the files each read.
+fn rdma_reads(open: impl Fn() -> Sysfs) -> [(Topology, usize); 3] {
+    [Needs::ALL, Needs::GIDS, Needs::NETDEVS].map(|needs| {
         let fs = open();
-        let topo = discover_scope(&fs, scope).unwrap();
+        let topo = discover_needs(&fs, needs).unwrap();
         (topo, fs.files_read())
     })
 }
 
 #[test]
-fn the_gids_and_netdevs_scopes_give_the_full_answer_on_every_fixture() {
+fn the_gids_and_netdevs_needs_give_the_whole_answer_on_every_fixture() {
     for root in fixture_roots() {
         let name = root.display().to_string();
-        let [(full, n_full), (gids, n_gids), (nd, n_nd)] = rdma_scopes(|| Sysfs::at(&root));
+        let [(full, n_full), (gids, n_gids), (nd, n_nd)] = rdma_reads(|| Sysfs::at(&root));
         assert_same_gids(&name, &full, &gids);
         assert_same_port_netdevs(&name, &full, &nd);
         assert!(
@@ -261,9 +263,9 @@ fn the_gids_and_netdevs_scopes_give_the_full_answer_on_every_fixture() {
 }
 
 #[test]
-fn the_gids_and_netdevs_scopes_on_the_base_machine() {
+fn the_gids_and_netdevs_needs_on_the_base_machine() {
     let [(full, _), (gids, _), (nd, _)] =
-        rdma_scopes(|| Sysfs::memory(rdmatopo::fuzzing::base_machine(), "base"));
+        rdma_reads(|| Sysfs::memory(rdmatopo::fuzzing::base_machine(), "base"));
     assert_same_gids("base", &full, &gids);
     assert_same_port_netdevs("base", &full, &nd);
     assert!(gids.pci.is_empty() && gids.numa_nodes.is_empty() && nd.pci.is_empty());
@@ -272,7 +274,7 @@ fn the_gids_and_netdevs_scopes_on_the_base_machine() {
 #[test]
 fn bridges_are_placed_by_the_paths_below_them_without_their_own_links() {
     let fs = Sysfs::memory(rdmatopo::fuzzing::base_machine(), "base").recording();
-    let topo = discover_scope(&fs, Scope::Full).unwrap();
+    let topo = discover_needs(&fs, Needs::ALL).unwrap();
     let journal = fs.journal();
     let link = |a: &str| format!("/sys/bus/pci/devices/{a}");
     // Every bridge is in the model, under its parent, yet only the links of functions
@@ -294,12 +296,12 @@ fn bridges_are_placed_by_the_paths_below_them_without_their_own_links() {
 /// `topo` inside a container: the ownership view and the matrices built from it are
 /// the full read's, on every fixture.
 #[test]
-fn the_container_scope_gives_the_full_view_on_every_fixture() {
+fn topos_needs_in_a_container_give_the_whole_view_on_every_fixture() {
     for root in fixture_roots() {
         let name = root.display().to_string();
         let (fs_full, fs_pod) = (Sysfs::at(&root), Sysfs::at(&root));
-        let full = discover_scope(&fs_full, Scope::Full).unwrap();
-        let pod = discover_scope(&fs_pod, Scope::Container).unwrap();
+        let full = discover_needs(&fs_full, Needs::ALL).unwrap();
+        let pod = discover_needs(&fs_pod, Needs::TOPO_IN_CONTAINER).unwrap();
         let view = ContainerView::of(&full);
         assert_eq!(ContainerView::of(&pod), view, "{name}: container view");
         assert_eq!(
@@ -320,5 +322,53 @@ fn the_container_scope_gives_the_full_view_on_every_fixture() {
             (full.gpus.len(), full.rdma_devices.len())
         );
         assert!(fs_pod.files_read() <= fs_full.files_read(), "{name}");
+    }
+}
+
+/// The rank plan of one read, as `nccl-env --format json` writes it (every rank).
+fn plan_json(topo: &Topology) -> String {
+    Plan::compute(topo, &PlanOptions::default())
+        .map_or_else(|e| format!("error: {e}"), |p| p.to_json())
+}
+
+/// `nccl-env` (and `exec`) read for [`Needs::NCCL_ENV`]: on every fixture, host and
+/// owned views alike, the plan is the plan of a whole read, from fewer files.
+#[test]
+fn nccl_envs_needs_give_the_whole_plan_on_every_fixture() {
+    for root in fixture_roots() {
+        let name = root.display().to_string();
+        for view in [View::All, View::Owned] {
+            let read = |needs| {
+                let fs = Sysfs::at(&root);
+                let topo = discover_view(&fs, needs, view).unwrap();
+                (topo, fs.files_read())
+            };
+            let (whole, n_whole) = read(Needs::ALL);
+            let (nccl, n_nccl) = read(Needs::NCCL_ENV);
+            assert_eq!(
+                plan_json(&nccl),
+                plan_json(&whole),
+                "{name} {view:?}: the plan"
+            );
+            // The same devices in view; only `doctor` reads the functions beside a GPU
+            // (and holds their RDMA devices as records rather than names).
+            let devices = |t: &Topology| {
+                let mut names: Vec<String> =
+                    t.rdma_devices.iter().map(|d| d.name.clone()).collect();
+                names.extend(t.other_rdma_devices().iter().cloned());
+                names.sort();
+                let view = t.view.clone().map(|mut v| {
+                    v.pci.clear();
+                    v.other_rdma_devices.clear();
+                    v
+                });
+                (view, names)
+            };
+            assert_eq!(devices(&nccl), devices(&whole), "{name} {view:?}: the view");
+            assert!(
+                n_nccl <= n_whole,
+                "{name} {view:?}: {n_nccl} > {n_whole} files"
+            );
+        }
     }
 }
