@@ -203,9 +203,22 @@ fn read_device_view(ctx: &mut Ctx, p: &mut Process, whole: bool) {
         .filter(|m| ctx.fs.exists(m))
         .map(|m| m.to_string())
         .collect();
-    if whole
-        && p.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str) == Some(NVIDIA_CONTAINER_DEVICES)
-    {
+    if whole {
+        read_container_devices(ctx, p);
+    }
+}
+
+/// The rest of a process view read without [`super::Needs::process_whole`]: what a
+/// container's answer needs once the process view has said it is one.
+pub(super) fn read_process_rest(ctx: &mut Ctx, p: &mut Process) {
+    p.memlock = ctx.attr("/proc/self/limits", true, parse_limits_memlock);
+    read_device_nodes(ctx, p);
+    read_container_devices(ctx, p);
+}
+
+/// The device list of the NVIDIA runtime's `NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices`.
+fn read_container_devices(ctx: &mut Ctx, p: &mut Process) {
+    if p.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str) == Some(NVIDIA_CONTAINER_DEVICES) {
         p.nvidia_container_devices = ctx
             .fs
             .list_opt(NVIDIA_CONTAINER_DEVICES)

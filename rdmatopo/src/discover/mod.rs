@@ -350,12 +350,13 @@ impl<'a> Discoverer<'a> {
             }
             return Ok(self.read(self.needs, false, Some((probe.process, ctx.diags))));
         }
-        let read = (probe.process, ctx.diags);
         let needs = self.needs.in_container();
         // The probe read the process view as this answer needs it; a container may
-        // need more of it.
-        let read = (self.needs.process_whole || !needs.process_whole).then_some(read);
-        let mut outline = self.read(needs, true, read);
+        // need the rest of it.
+        if needs.process_whole && !self.needs.process_whole {
+            host::read_process_rest(&mut ctx, &mut probe.process);
+        }
+        let mut outline = self.read(needs, true, Some((probe.process, ctx.diags)));
         let mut doubts = doubts(&outline);
         if doubts.is_empty()
             && let Some(focus) = (narrowing.focus)(&outline)
@@ -517,8 +518,10 @@ impl<'a> Discoverer<'a> {
                 .filter(|d| focus.rdma_devices.contains(&d.name))
                 .filter_map(|d| d.pci),
         );
-        // A placement read's functions are whole in the outline already.
+        // A placement read's functions are whole in the outline already, but for the
+        // GPUs' nodes.
         let detailed = if needs.pci == PciFacts::Placement {
+            pci::place_gpus(&mut ctx, topo, &focus.functions);
             BTreeSet::new()
         } else {
             // A GPU whose NICs are all elsewhere: what sits beside it, so that the

@@ -93,6 +93,10 @@ struct Placement {
     nics: BTreeSet<PciAddr>,
     /// Ids of `/sys/devices/system/node`: a `numa_node` outside them is unknown.
     nodes: BTreeSet<u32>,
+    /// Read GPUs' `numa_node` and `local_cpulist`. Not in an outline: most GPUs a
+    /// container sees are other containers', so its own are placed once chosen
+    /// ([`place_gpus`]).
+    gpu_nodes: bool,
 }
 
 impl Placement {
@@ -113,11 +117,13 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         Some(Placement {
             nics,
             nodes: nodes(),
+            gpu_nodes: false,
         })
     } else {
         (ctx.needs.pci == PciFacts::Placement).then(|| Placement {
             nics: topo.rdma_devices.iter().filter_map(|d| d.pci).collect(),
             nodes: nodes(),
+            gpu_nodes: true,
         })
     };
     let names = match &needs {
@@ -229,10 +235,11 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     let per_thread = super::FUNCTIONS_PER_THREAD * paths.len() / read.max(1);
     let mut functions: Vec<PciFunction> =
         ctx.par_filter_map(&paths, per_thread, |ctx, (addr, path, place)| {
-            let is_nic = needs.as_ref().is_some_and(|n| n.nics.contains(addr));
+            // An endpoint's `uevent` states its class and ids in one file (a GPU's or a
+            // NIC's ids are read anyway); `class` where it does not.
             let (class, ids) = if needs.is_some() && parents.contains(addr) {
                 (Some(PCI_BRIDGE_CLASS), None)
-            } else if let Some(ids) = is_nic.then(|| read_uevent(ctx, path)).flatten() {
+            } else if let Some(ids) = needs.is_some().then(|| read_uevent(ctx, path)).flatten() {
                 (Some(ids.class), Some(ids))
             } else {
                 (read_class(ctx, path, || origin(addr, path))?, None)
@@ -406,6 +413,40 @@ pub(super) fn read_focus(
     detailed
 }
 
+/// Place the GPUs `gpus` of an outline as a placement read does: their `numa_node` and
+/// `local_cpulist`, and the node of their host bridges where they know none.
+pub(super) fn place_gpus(ctx: &mut Ctx, topo: &mut Topology, gpus: &BTreeSet<PciAddr>) {
+    let mut functions = std::mem::take(&mut topo.pci);
+    for f in functions.iter_mut().filter(|f| gpus.contains(&f.address)) {
+        f.numa_node = ctx
+            .attr(&join(&f.path, "numa_node"), true, parse_numa_node)
+            .flatten();
+        f.local_cpus = ctx.attr(&join(&f.path, "local_cpulist"), true, parse_cpulist);
+    }
+    forget_unknown_numa_nodes(
+        ctx,
+        topo,
+        functions.iter_mut().filter(|f| gpus.contains(&f.address)),
+    );
+    let needs = Placement {
+        nics: gpus.clone(),
+        nodes: topo.numa_nodes.iter().map(|n| n.id).collect(),
+        gpu_nodes: false,
+    };
+    read_host_bridge_numa(ctx, &mut functions, &needs);
+    let bridges: BTreeSet<&str> = functions
+        .iter()
+        .filter(|f| gpus.contains(&f.address))
+        .map(|f| f.host_bridge.as_str())
+        .collect();
+    for h in &mut topo.host_bridges {
+        if bridges.contains(h.name.as_str()) {
+            h.numa_node = host_bridge_node(&functions, &h.name);
+        }
+    }
+    topo.pci = functions;
+}
+
 /// For each GPU of `gpus` with no function of `nics` below its root port, read in full
 /// the functions below that root port that the outline did not place: the NICs and
 /// VFs beside the GPU and the switch ports between them, which a whole read holds and
@@ -486,7 +527,8 @@ pub(super) fn read_beside(
 /// (as in a whole read), so read the others in address order until one does (usually
 /// one file); other host bridges are left as their GPUs and NICs say.
 fn read_host_bridge_numa(ctx: &mut Ctx, functions: &mut [PciFunction], needs: &Placement) {
-    let is_endpoint = |f: &PciFunction| f.is_nvidia_gpu() || needs.nics.contains(&f.address);
+    let is_endpoint =
+        |f: &PciFunction| (needs.gpu_nodes && f.is_nvidia_gpu()) || needs.nics.contains(&f.address);
     let wanted: BTreeSet<String> = functions
         .iter()
         .filter(|f| is_endpoint(f) && !needs.knows(f.numa_node))
@@ -609,7 +651,8 @@ fn read_function(
         return None;
     };
     let is_gpu = vendor == 0x10de && matches!(class >> 8, 0x0300 | 0x0302);
-    let local = full || is_gpu || is_nic;
+    let gpu_nodes = is_gpu && needs.is_none_or(|n| n.gpu_nodes);
+    let local = full || gpu_nodes || is_nic;
     let width = |t: &str| parse_dec::<u32>("link width", t);
     // The link, IOMMU group and ACS are judged by `doctor` alone.
     let whole = full && ctx.needs.pci == PciFacts::Whole;
@@ -708,7 +751,7 @@ fn read_function(
         device_name,
         driver,
         numa_node,
-        local_cpus: (full || is_gpu || (is_nic && !needs.is_some_and(|n| n.knows(numa_node))))
+        local_cpus: (full || gpu_nodes || (is_nic && !needs.is_some_and(|n| n.knows(numa_node))))
             .then(|| ctx.attr(&at("local_cpulist"), true, parse_cpulist))
             .flatten(),
         link,
