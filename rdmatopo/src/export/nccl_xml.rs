@@ -372,6 +372,9 @@ fn cpu_element(topo: &Topology, numaid: i64, nbits: u32) -> Element {
         if let Some(m) = cpu.and_then(|c| c.model) {
             e = e.attr("modelid", m.to_string());
         }
+    } else if cpu.and_then(|c| c.arm_architecture).is_some_and(|a| a >= 8) {
+        // As NCCL writes it on aarch64 (`ncclTopoGetXmlFromCpu`): no vendor or ids.
+        e = e.attr("arch", "arm64");
     }
     e
 }
@@ -540,7 +543,8 @@ impl ReadState {
                 distances: Vec::new(),
             });
         }
-        if self.topo.host.cpu.is_none() && cpu.get("vendor").is_some() {
+        let arm64 = cpu.get("arch").map(str::trim) == Some("arm64");
+        if self.topo.host.cpu.is_none() && (cpu.get("vendor").is_some() || arm64) {
             self.topo.host.cpu = Some(CpuInfo {
                 vendor: cpu.get("vendor").map(str::to_string),
                 family: cpu
@@ -549,6 +553,7 @@ impl ReadState {
                     .map(linux_family),
                 model: cpu.get("modelid").and_then(|v| v.trim().parse().ok()),
                 model_name: None,
+                arm_architecture: arm64.then_some(8),
             });
         }
         if !self.topo.host_bridges.iter().any(|h| h.name == hb) {

@@ -283,6 +283,10 @@ pub struct CpuInfo {
     pub model: Option<u32>,
     /// `model name`.
     pub model_name: Option<String>,
+    /// `CPU architecture` on Arm (8 on AArch64 machines such as Grace and GB10, which
+    /// NCCL's topology calls `arch="arm64"`); absent on x86.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm_architecture: Option<u32>,
 }
 
 /// What the NVIDIA driver says about one GPU in
@@ -332,6 +336,7 @@ pub fn parse_cpuinfo(text: &str) -> CpuInfo {
         family: field("cpu family").and_then(|v| v.parse().ok()),
         model: field("model").and_then(|v| v.parse().ok()),
         model_name: field("model name"),
+        arm_architecture: field("CPU architecture").and_then(|v| v.parse().ok()),
     }
 }
 
@@ -445,5 +450,12 @@ mod host_tests {
         );
         assert_eq!(c.vendor.as_deref(), Some("AuthenticAMD"));
         assert_eq!((c.family, c.model), (Some(23), Some(49)));
+        assert_eq!(c.arm_architecture, None);
+        // A GB10's first block (Cortex-X925): no vendor_id, an implementer and an
+        // architecture.
+        let c = parse_cpuinfo(
+            "processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd87\n\nprocessor\t: 1\n",
+        );
+        assert_eq!((c.vendor, c.arm_architecture), (None, Some(8)));
     }
 }

@@ -32,6 +32,7 @@ fn with_cpu(mut t: Topology) -> Topology {
         family: Some(6),
         model: Some(143),
         model_name: None,
+        arm_architecture: None,
     });
     t
 }
@@ -66,6 +67,23 @@ fn writes_what_nccls_loader_expects() {
     // Without a known x86 vendor NCCL fills in arch itself.
     assert!(nets.contains("<cpu numaid=\"1\" affinity="));
     assert!(!nets.contains("arch="));
+}
+
+#[test]
+fn arm64_as_nccl_writes_it_and_back() {
+    let mut t = dgx_like();
+    t.host.cpu = Some(CpuInfo {
+        vendor: None,
+        family: None,
+        model: None,
+        model_name: None,
+        arm_architecture: Some(8),
+    });
+    let x = write(&t, &XmlOptions::default());
+    assert!(x.contains("\" arch=\"arm64\">"), "{x}");
+    assert!(!x.contains("vendor=\"") || !x.contains("familyid"), "{x}");
+    let back = read(&x, "arm").unwrap();
+    assert_eq!(back.host.cpu.and_then(|c| c.arm_architecture), Some(8));
 }
 
 #[test]
