@@ -4,6 +4,7 @@
 
 use super::{Scope, Sink, list, port_dir, port_name, short_list, state_text};
 use crate::model::{Port, RdmaDevice, Severity};
+use crate::parse::LinkLayer;
 use std::collections::{BTreeMap, BTreeSet};
 
 fn speed(port: &Port) -> String {
@@ -100,11 +101,36 @@ fn down_ports(scope: &Scope, out: &mut Sink) {
                 format!("{}: {}", ps.code, ps.name),
             );
         }
+        // On RoCE mlx5 reports Disabled both for a netdev set down and for one up
+        // without a link partner; `carrier` tells them apart (it reads 0 only on an
+        // interface that is up).
+        let netdev = (port.link_layer == Some(LinkLayer::Ethernet))
+            .then(|| scope.topo.netdev(port.netdev.as_deref()?))
+            .flatten();
+        if let Some(n) = netdev
+            && let Some(carrier) = n.carrier
+        {
+            f = f.with(
+                format!("/sys/class/net/{}/carrier", n.name),
+                u8::from(carrier).to_string(),
+            );
+        }
+        let disabled = match netdev {
+            Some(n) if n.carrier == Some(false) => format!(
+                "phys_state Disabled with {} up but no carrier: no link partner; check the cable/transceiver and the switch port (`mlxlink -d {}`)",
+                n.name, dev.name
+            ),
+            Some(n) => format!(
+                "phys_state Disabled: {} is down; bring it up (`ip link set {} up`)",
+                n.name, n.name
+            ),
+            None => "phys_state Disabled: the port is administratively down; on RoCE bring the netdev up (`ip link set <netdev> up`), on InfiniBand enable the switch port".to_string(),
+        };
         out.push(f
             .why("NCCL only uses ACTIVE ports: this rail carries nothing, and the GPUs near it send through farther NICs")
             .fix(match port.phys_state.as_ref().map(|p| p.code) {
                 Some(2) => "phys_state Polling: no link partner; check the cable/transceiver and the switch port (`mlxlink -d <dev>`)".to_string(),
-                Some(3) => "phys_state Disabled: the port is administratively down; on RoCE bring the netdev up (`ip link set <netdev> up`), on InfiniBand enable the switch port".to_string(),
+                Some(3) => disabled,
                 Some(5) => "link is up but the logical state is not ACTIVE: on InfiniBand no subnet manager has configured the port (start opensm/UFM)".to_string(),
                 _ => "check cabling, the switch port and the netdev (`ibstat`, `rdma link show`)".to_string(),
             }));

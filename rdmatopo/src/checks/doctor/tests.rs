@@ -638,6 +638,36 @@ fn rail_down_and_fewer_rails_than_gpus() {
     assert_eq!(outcome(&r, "gpu-nic-distance"), Outcome::Info);
 }
 
+/// On RoCE, Disabled is a netdev set down or one without a link partner: the fix says
+/// which, from `carrier`.
+#[test]
+fn a_disabled_roce_rail_names_down_or_no_carrier() {
+    let p = format!("{}/infiniband/mlx5_1/ports/1", path_of("0000:84:00.0"));
+    let n = format!("{}/net/ens1", path_of("0000:84:00.0"));
+    let fix = |carrier: Option<&str>| {
+        let mut m = roce()
+            .set(&format!("{p}/state"), "1: DOWN\n")
+            .set(&format!("{p}/phys_state"), "3: Disabled\n")
+            .set(&format!("{n}/operstate"), "down\n");
+        if let Some(c) = carrier {
+            m = m.set(&format!("{n}/carrier"), c);
+        }
+        let r = m.report();
+        let f = findings(&r, "multi-rail");
+        let f = f.iter().find(|f| f.summary.contains("mlx5_1")).unwrap();
+        f.fix.clone()
+    };
+    let no_link = fix(Some("0\n"));
+    assert!(no_link.contains("ens1 up but no carrier"), "{no_link}");
+    assert!(no_link.contains("mlxlink -d mlx5_1"), "{no_link}");
+    // Down: `carrier` cannot be read (EINVAL).
+    let down = fix(None);
+    assert!(
+        down.contains("ens1 is down") && down.contains("ip link set ens1 up"),
+        "{down}"
+    );
+}
+
 #[test]
 fn rails_of_different_speed() {
     let p = format!("{}/infiniband/mlx5_1/ports/1", path_of("0000:84:00.0"));
