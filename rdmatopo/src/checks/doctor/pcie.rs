@@ -122,7 +122,15 @@ pub(super) fn link(scope: &Scope, out: &mut Sink) {
             // NVIDIA GPUs lower their link speed when idle (power management); only
             // a narrower link is a fault there.
             let idle_gpu = is_gpu && slow && !narrow;
-            let mut finding = if idle_gpu {
+            // No NVIDIA GPU of this century tops out at 2.5 GT/s: a GPU whose link
+            // reaches no more is on the die (GB10, behind NVLink-C2C), and its
+            // reported link (x1 of x16) is nothing to reseat.
+            let on_die_gpu = is_gpu && cap_speed.is_some_and(|c| c.gts < 2.5 + 0.01);
+            let mut finding = if on_die_gpu {
+                out.info(format!(
+                    "{summary} (a GPU on the die, not in a PCIe slot: its link tops out at 2.5 GT/s)"
+                ))
+            } else if idle_gpu {
                 out.info(format!("{summary} (normal while the GPU is idle)"))
             } else {
                 out.warning(summary)

@@ -704,6 +704,15 @@ fn pcie_link_trained_down() {
         summaries(&idle, "pcie-link")
     );
     assert_eq!(idle.exit_code(), 0);
+    // A GPU whose link tops out at 2.5 GT/s is on the die (GB10): x1 of x16 is no fault.
+    let on_die = host()
+        .set(&format!("{gpu}/current_link_speed"), "2.5 GT/s PCIe\n")
+        .set(&format!("{gpu}/max_link_speed"), "2.5 GT/s PCIe\n")
+        .set(&format!("{gpu}/current_link_width"), "1\n")
+        .report();
+    let s = summaries(&on_die, "pcie-link");
+    assert_eq!(outcome(&on_die, "pcie-link"), Outcome::Info, "{s}");
+    assert!(s.contains("on the die"), "{s}");
 }
 
 #[test]
