@@ -1,14 +1,15 @@
 //! The view: the facts every answer builds on, as pure functions of a
 //! [`crate::Topology`] (no I/O, no environment, no clock): path classes and the
 //! nvidia-smi matrix ([`affinity`]), which devices this process owns ([`container`]),
-//! the devices being judged ([`scope`]), GID choice ([`gid`]), RoCE QoS facts ([`qos`]),
-//! the per-rank NCCL plan ([`plan`]), the node's rails ([`rails`]), and the facade the
-//! CLI, Python and C call ([`devices`]).
+//! the devices being judged ([`scope`]), one name per GPU ([`naming`]), GID choice
+//! ([`gid`]), RoCE QoS facts ([`qos`]), the per-rank NCCL plan ([`plan`]), the node's
+//! rails ([`rails`]), and the facade the CLI, Python and C call ([`devices`]).
 
 pub mod affinity;
 pub mod container;
 pub mod devices;
 pub mod gid;
+pub mod naming;
 pub mod plan;
 pub mod qos;
 pub mod rails;
@@ -16,6 +17,7 @@ pub mod scope;
 
 pub use affinity::{MatrixDevice, PathClass, TopoMatrix, path_class};
 pub use devices::{Devices, RankChoice, RankOutcome, RankRequest, WhenUnnamed};
+pub use naming::GpuNames;
 pub use scope::{Context, GpuNics, Judging, Scope};
 
 /// A question about the model that it cannot answer.
