@@ -25,7 +25,11 @@ fn has(r: &Report, check: &str, text: &str) -> bool {
 fn misplaced_pod() {
     let r = report("pod-h100-misplaced");
     assert_eq!(outcome(&r, "numa-affinity"), Outcome::Error);
-    assert!(has(&r, "numa-affinity", "(4-7,116-119) is local to GPU5"));
+    assert!(has(
+        &r,
+        "numa-affinity",
+        "(4-7,116-119) is local to GPU0 (host GPU5, 0000:c3:00.0)"
+    ));
     assert_eq!(outcome(&r, "mtu"), Outcome::Warning);
     assert!(has(
         &r,
@@ -80,7 +84,7 @@ fn acs_redirect_on_the_switch_the_doctor_recommends() {
         "0000:bf:00.0",
         "0000:bf:01.0",
         "0000:c2:00.0",
-        "GPU5 (0000:c3:00.0)",
+        "GPU0 (host GPU5, 0000:c3:00.0)",
         "(0000:c0:00.0), the device gpu-nic-distance recommends",
     ] {
         assert!(w.summary.contains(text), "{text}: {}", w.summary);

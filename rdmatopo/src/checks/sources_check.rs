@@ -7,6 +7,7 @@ use crate::model::{
     VerbsPort, VerbsSnapshot,
 };
 use crate::parse::{PciAddr, PortState};
+use crate::view::GpuNames;
 use crate::view::PathClass;
 use crate::view::affinity::path_class;
 
@@ -39,10 +40,11 @@ fn pci_device_path(addr: PciAddr) -> String {
     format!("/sys/bus/pci/devices/{addr}")
 }
 
-/// `GPU3 (0000:3b:00.0)`, with the matrix's GPU number when sysfs knows the GPU.
+/// `GPU3 (0000:3b:00.0)` as every answer names the GPU ([`GpuNames`]), or `GPU
+/// 0000:3b:00.0` when sysfs does not know it.
 fn gpu_label(topo: &Topology, addr: PciAddr) -> String {
-    match topo.gpus.iter().position(|g| g.pci == addr) {
-        Some(i) => format!("GPU{i} ({addr})"),
+    match topo.gpus.iter().find(|g| g.pci == addr) {
+        Some(g) => GpuNames::of(topo).label(g),
         None => format!("GPU {addr}"),
     }
 }

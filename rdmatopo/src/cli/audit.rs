@@ -190,6 +190,9 @@ fn table(r: &AuditReport) -> String {
             rows.push([
                 format!("{}/{}", p.namespace, p.name),
                 c.name.clone(),
+                // One table for every pod of the node: the node's numbering keeps the
+                // rows apart (each pod has its own GPU0); the findings and the JSON's
+                // `container_index` give the pod's own (`view::naming`).
                 list(&c.gpus, |g| format!("GPU{}", g.index)),
                 list(&c.nics, |n| {
                     n.rdma_device

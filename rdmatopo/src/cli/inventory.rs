@@ -139,11 +139,12 @@ fn table(topo: &Topology, view: &ContainerView) -> String {
         }
     }
     let _ = writeln!(s, "\nGPUs:");
+    let names = rdmatopo::view::GpuNames::of_view(view);
     for (g, o) in topo.gpus.iter().zip(&view.gpus) {
         let _ = write!(
             s,
-            "  GPU{}  {}  {}  numa {}  {}",
-            g.index,
+            "  {}  {}  {}  numa {}  {}",
+            names.name_and_host(g),
             g.pci,
             g.name.as_deref().unwrap_or("-"),
             opt(&g.numa_node),

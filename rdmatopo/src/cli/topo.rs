@@ -1,8 +1,8 @@
 use super::{Format, Output, RootArgs, json, nothing_found_line};
 use clap::Args;
 use rdmatopo::Topology;
-use rdmatopo::view::TopoMatrix;
 use rdmatopo::view::container::{ContainerView, Context, Ownership};
+use rdmatopo::view::{GpuNames, TopoMatrix};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
@@ -119,7 +119,10 @@ fn header(topo: &Topology, view: &ContainerView, owned_view: bool, matrix: &Topo
         .devices()
         .iter()
         .filter(|d| d.kind == "gpu")
-        .map(|d| format!("{} = {}", d.name, d.pci))
+        .map(|d| match d.host_index {
+            Some(h) => format!("{} = host GPU{h} at {}", d.name, d.pci),
+            None => format!("{} = {}", d.name, d.pci),
+        })
         .collect();
     // Name the GPUs only when the matrix numbers them differently from the machine.
     let names = if gpu_names.is_empty() || gpu_names.len() == topo.gpus.len() {
@@ -147,8 +150,24 @@ fn header(topo: &Topology, view: &ContainerView, owned_view: bool, matrix: &Topo
             topo.rdma_device_count(),
         )
     } else if view.certain {
+        // The matrix numbers every GPU as the host does: say what the container calls
+        // its own where that differs.
+        let names = GpuNames::of_view(view);
+        let its: Vec<String> = topo
+            .gpus
+            .iter()
+            .filter_map(|g| {
+                let i = names.container_index(g.pci)?;
+                (i != g.index).then(|| format!("its GPU{i} = GPU{}", g.index))
+            })
+            .collect();
+        let its = if its.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", its.join(", "))
+        };
         format!(
-            "View: every visible device (--all); this {} owns {} of {} GPUs and {} of {} RDMA devices.",
+            "View: every visible device (--all); this {} owns {} of {} GPUs{its} and {} of {} RDMA devices.",
             view.context,
             count(&gpu_states, Ownership::Owned),
             topo.gpus.len(),

@@ -297,6 +297,11 @@ pub struct MatrixDevice {
     /// RDMA device name of a NIC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma: Option<String>,
+    /// A GPU's host index ([`crate::model::Gpu::index`]) where the matrix numbers it
+    /// otherwise: a container's matrix numbers its GPUs as its nvidia-smi does
+    /// ([`crate::view::naming`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_index: Option<u32>,
 }
 
 /// The `nvidia-smi topo -m` matrix (`rdmatopo.topo/1`).
@@ -336,6 +341,12 @@ impl TopoMatrix {
                 kind: "gpu".into(),
                 pci: *a,
                 rdma: None,
+                host_index: topo
+                    .gpus
+                    .iter()
+                    .find(|g| g.pci == *a)
+                    .map(|g| g.index)
+                    .filter(|h| usize::try_from(*h).ok() != Some(i)),
             })
             .collect();
         // The first RDMA device of each name, as `Topology::rdma_device` finds it.
@@ -355,6 +366,7 @@ impl TopoMatrix {
                 kind: "nic".into(),
                 pci,
                 rdma: Some(name.to_string()),
+                host_index: None,
             });
             n += 1;
         }

@@ -6,6 +6,7 @@
 
 use super::ViewError;
 use super::affinity::{PathClass, TopoMatrix, nearest_devices, numa_of, path_class};
+use super::naming::GpuNames;
 use super::plan::{Plan, PlanOptions, RankPlan};
 use crate::model::{Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, RdmaDevice, Topology};
 use crate::parse::PciAddr;
@@ -20,6 +21,7 @@ pub struct Devices<'t> {
     /// one the caller already holds, or built on the first name lookup.
     given_matrix: Option<&'t TopoMatrix>,
     built_matrix: OnceLock<TopoMatrix>,
+    gpu_names: OnceLock<GpuNames>,
 }
 
 /// Which rank a face plans for when neither its caller nor a launcher variable
@@ -72,6 +74,7 @@ impl<'t> Devices<'t> {
             topo,
             given_matrix: None,
             built_matrix: OnceLock::new(),
+            gpu_names: OnceLock::new(),
         }
     }
 
@@ -82,6 +85,7 @@ impl<'t> Devices<'t> {
             topo,
             given_matrix: Some(matrix),
             built_matrix: OnceLock::new(),
+            gpu_names: OnceLock::new(),
         }
     }
 
@@ -179,7 +183,14 @@ impl<'t> Devices<'t> {
         })
     }
 
-    /// The GPU with nvidia-smi index `index` (CUDA's PCI bus order).
+    /// How every answer names this topology's GPUs: in a container its own numbering,
+    /// else the host's ([`GpuNames::of`]).
+    pub fn gpu_names(&self) -> &GpuNames {
+        self.gpu_names.get_or_init(|| GpuNames::of(self.topo))
+    }
+
+    /// The GPU with host index `index` ([`Gpu::index`]: the host's nvidia-smi, CUDA's PCI
+    /// bus order on the host).
     ///
     /// # Errors
     /// [`ViewError::UnknownDevice`] when there is none.

@@ -12,6 +12,7 @@
 use super::affinity::numa_of;
 use super::container::{ContainerView, Ownership};
 use super::gid::{GidChoice, choose_gid, is_roce, unusable_reason};
+use super::naming::GpuNames;
 use super::{PathClass, ViewError, path_class};
 use crate::model::{
     Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, PciFunction, Port, RdmaDevice, Topology,
@@ -237,10 +238,11 @@ impl Plan {
         }
 
         let cpus = bind_cpus(&topo, &rank_gpu, &mut notes);
+        let names = GpuNames::of_view(&view);
         let mut ranks = Vec::new();
         for (cuda_index, (rank, gpu)) in rank_gpu.iter().enumerate() {
             let cuda_index = cuda_index % visible.len();
-            let mut reasons = vec![gpu_reason(gpu, cuda_index, env)];
+            let mut reasons = vec![gpu_reason(gpu, &names, cuda_index, env)];
             let (hcas, hca_reason) = match per_gpu.get(&gpu.pci) {
                 Some(a) => (a.ports.clone(), a.reason.clone()),
                 None => (Vec::new(), "no usable HCA for this GPU".to_string()),
@@ -470,16 +472,31 @@ fn owned_gpus<'t>(
     out
 }
 
-fn gpu_reason(gpu: &Gpu, cuda_index: usize, env: &BTreeMap<String, String>) -> String {
+/// The rank's GPU and why CUDA calls it what it does; in a container also the name
+/// every answer gives it ([`GpuNames::label`]: `GPU0 (host GPU5, 0000:c3:00.0)`).
+fn gpu_reason(
+    gpu: &Gpu,
+    names: &GpuNames,
+    cuda_index: usize,
+    env: &BTreeMap<String, String>,
+) -> String {
+    let how = match env.get("CUDA_VISIBLE_DEVICES") {
+        Some(cvd) => format!("CUDA_VISIBLE_DEVICES={cvd} makes it CUDA device {cuda_index}"),
+        None => format!("CUDA device {cuda_index} in PCI bus order"),
+    };
+    if names.is_container() {
+        let name = gpu
+            .name
+            .as_deref()
+            .map(|n| format!(", {n}"))
+            .unwrap_or_default();
+        return format!("{}{name}: {how}", names.label(gpu));
+    }
     let name = gpu
         .name
         .as_deref()
         .map(|n| format!(" ({n})"))
         .unwrap_or_default();
-    let how = match env.get("CUDA_VISIBLE_DEVICES") {
-        Some(cvd) => format!("CUDA_VISIBLE_DEVICES={cvd} makes it CUDA device {cuda_index}"),
-        None => format!("CUDA device {cuda_index} in PCI bus order"),
-    };
     format!("GPU {}{name}: {how}", gpu.pci)
 }
 

@@ -5,6 +5,7 @@ use crate::model::{Gpu, PciFunction, Port, RdmaDevice, Topology};
 use crate::parse::{CpuSet, HcaFilter, LinkLayer, PciAddr, parse_nccl_ib_hca};
 use crate::view::affinity::{PathClass, nearest_devices};
 use crate::view::container::{ContainerView, Ownership};
+use crate::view::naming::GpuNames;
 use crate::view::plan::{Exclusion, Plan, PlanOptions};
 
 pub use crate::view::container::Context;
@@ -43,6 +44,8 @@ pub struct Judging<'a> {
     /// `NCCL_IB_HCA` applies, and the ports NCCL would open beyond the compute rails
     /// are judged. False for another container, whose environment is unknown.
     pub own_environment: bool,
+    /// How findings name the GPUs: as the judged side numbers them.
+    pub gpu_names: GpuNames,
 }
 
 impl<'a> Judging<'a> {
@@ -90,6 +93,7 @@ impl<'a> Judging<'a> {
             cpus_evidence: process_cpu_evidence(topo),
             candidate_nics: None,
             own_environment: true,
+            gpu_names: GpuNames::of_view(&view),
         }
     }
 }
@@ -132,6 +136,8 @@ pub struct Scope<'a> {
     pub cpus_evidence: Vec<(String, String)>,
     /// [`Judging::own_environment`].
     pub own_environment: bool,
+    /// [`Judging::gpu_names`].
+    pub gpu_names: GpuNames,
     candidate_nics: Option<Vec<PciAddr>>,
     /// Per judged GPU, the NIC(s) it would use.
     pub gpu_nics: Vec<GpuNics<'a>>,
@@ -169,6 +175,7 @@ impl<'a> Scope<'a> {
             cpus_evidence,
             candidate_nics,
             own_environment,
+            gpu_names,
         } = judged;
         let recommended = plan.and_then(|p| p.env.get("NCCL_IB_HCA").cloned());
         let mut scope = Self {
@@ -181,6 +188,7 @@ impl<'a> Scope<'a> {
             cpus,
             cpus_evidence,
             own_environment,
+            gpu_names,
             candidate_nics,
             gpu_nics: Vec::new(),
             recommended_ib_hca: recommended.clone(),
@@ -365,9 +373,15 @@ impl<'a> Scope<'a> {
         }
     }
 
-    /// `GPU0 (0000:18:00.0)`.
+    /// `GPU0 (0000:18:00.0)`; in a container `GPU0 (host GPU5, 0000:c3:00.0)`
+    /// ([`GpuNames::label`]).
     pub fn gpu_label(&self, gpu: &Gpu) -> String {
-        format!("GPU{} ({})", gpu.index, gpu.pci)
+        self.gpu_names.label(gpu)
+    }
+
+    /// `GPU0`, as the judged side numbers it ([`GpuNames::name`]).
+    pub fn gpu_name(&self, gpu: &Gpu) -> String {
+        self.gpu_names.name(gpu)
     }
 
     /// RoCE ports (Ethernet link layer) of the compute fabric.

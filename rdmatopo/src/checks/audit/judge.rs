@@ -12,7 +12,7 @@ use crate::model::{Gpu, RdmaDevice, Severity, Topology};
 use crate::parse::{CpuSet, PciAddr};
 use crate::view::affinity::{PathClass, numa_of, path_class};
 use crate::view::plan::{Plan, PlanOptions};
-use crate::view::{Context, Judging, Scope};
+use crate::view::{Context, GpuNames, Judging, Scope};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What is computed once per node.
@@ -119,6 +119,7 @@ impl<'a> Node<'a> {
                                 resource: d.resource_name.clone(),
                                 device_id: id.clone(),
                                 index: g.index,
+                                container_index: None,
                                 pci,
                                 numa_node: g.numa_node,
                             });
@@ -156,6 +157,7 @@ impl<'a> Node<'a> {
                                 resource: format!("claim {}/{}", claim.claim_namespace, claim.claim_name),
                                 device_id: d.device_name.clone(),
                                 index: g.index,
+                                container_index: None,
                                 pci,
                                 numa_node: g.numa_node,
                             });
@@ -173,6 +175,11 @@ impl<'a> Node<'a> {
         }
         if gpus.is_empty() && nics.is_empty() && late.is_empty() && dynamic_devices.is_empty() {
             return None;
+        }
+        // The container's nvidia-smi numbers only its GPUs: so do its findings.
+        let gpu_names = GpuNames::container(gpus.iter().map(|g| g.pci));
+        for g in &mut gpus {
+            g.container_index = gpu_names.container_index(g.pci);
         }
         let (cpus, cpu_text) = self.cpus(pod, c);
         let mut findings = Vec::new();
@@ -204,6 +211,7 @@ impl<'a> Node<'a> {
                 cpus_evidence: vec![(format!("{} cpu_ids", source(pod, c)), cpu_text.clone())],
                 candidate_nics,
                 own_environment: false,
+                gpu_names,
             };
             let scope = Scope::judging_planned(topo, judged, self.plan.as_ref());
             findings = judge_only(&scope, |id| DOCTOR_CHECKS.contains(&id)).findings;

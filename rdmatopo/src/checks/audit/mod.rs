@@ -42,7 +42,12 @@ pub struct AuditGpu {
     /// The kubelet's resource and device id.
     pub resource: String,
     pub device_id: String,
+    /// The host's index (`nvidia-smi` on the node).
     pub index: u32,
+    /// The index the container's own `nvidia-smi` and CUDA give it: its position among
+    /// the container's GPUs in PCI bus order. The findings name it so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_index: Option<u32>,
     pub pci: PciAddr,
     /// From sysfs `numa_node`.
     pub numa_node: Option<u32>,

@@ -38,7 +38,7 @@ fn pairs<'a>(scope: &Scope<'a>) -> Vec<(String, PciAddr, String, PciAddr, PathCl
         for nic in &gn.nics {
             if let Some(n) = nic.pci {
                 out.push((
-                    format!("GPU{}", gn.gpu.index),
+                    scope.gpu_name(gn.gpu),
                     gn.gpu.pci,
                     nic.name.clone(),
                     n,
@@ -106,8 +106,13 @@ pub(super) fn link(scope: &Scope, out: &mut Sink) {
                 continue;
             }
             let is_gpu = f.is_nvidia_gpu();
-            let label = if is_gpu {
-                format!("{gpu_name} ({})", f.address)
+            let label = if is_gpu && f.address == *g {
+                scope.topo.gpus.iter().find(|x| x.pci == *g).map_or_else(
+                    || format!("{gpu_name} ({})", f.address),
+                    |x| scope.gpu_label(x),
+                )
+            } else if is_gpu {
+                format!("GPU {}", f.address)
             } else if f.address == *n {
                 format!("{nic_name} ({})", f.address)
             } else {

@@ -146,7 +146,7 @@ fn forced_sharing(scope: &Scope, out: &mut Sink, rails: &[(&RdmaDevice, &Port)])
             only_nic
                 .entry(only.name.as_str())
                 .or_default()
-                .push(format!("GPU{}", gn.gpu.index));
+                .push(scope.gpu_name(gn.gpu));
         }
     }
     let idle: Vec<String> = rails
