@@ -1,0 +1,135 @@
+//! One name per GPU across commands (issue 21, item 4): on every pod fixture, topo,
+//! doctor, nccl-env and inventory (text and JSON) call each GPU the same, the name
+//! `view::GpuNames` gives it; in a pod whose devices are certain that is the pod's own
+//! numbering (its nvidia-smi's), with the host index only beside it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+use regex::Regex;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// The commands that name GPUs, as the goldens run them.
+const COMMANDS: &[&[&str]] = &[
+    &["topo"],
+    &["topo", "--format", "json"],
+    &["doctor"],
+    &["doctor", "--format", "json"],
+    &["nccl-env"],
+    &["nccl-env", "--format", "json"],
+    &["inventory"],
+];
+
+fn run(root: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .expect("run rdmatopo");
+    // Doctor's findings may wrap a label over two lines.
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every name `text` gives the GPU at `pci`, in each form the commands print
+/// (`host GPU1` included: a name, not `GPU1` with a word before it).
+fn names_of(text: &str, pci: &str) -> BTreeSet<String> {
+    let pci = regex::escape(pci);
+    let forms = [
+        // doctor's and the plan's labels: `GPU0 (host GPU5, 0000:c3:00.0)`
+        format!(r"\b((?:host )?GPU\d+) \((?:host GPU\d+, )?{pci}\)"),
+        // topo's header: `GPU0 = host GPU5 at 0000:c3:00.0`
+        format!(r"\b((?:host )?GPU\d+) = (?:host GPU\d+ at )?{pci}"),
+        // topo's JSON devices
+        format!(r#""name": "(GPU\d+)", "pci": "{pci}""#),
+        // inventory's rows: `GPU0 (host GPU5)  0000:c3:00.0`
+        format!(r"\b((?:host )?GPU\d+)(?: \(host GPU\d+\))? {pci} "),
+    ];
+    let mut out = BTreeSet::new();
+    for f in forms {
+        for c in Regex::new(&f).unwrap().captures_iter(text) {
+            out.insert(c[1].to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_command_names_a_pods_gpus_alike() {
+    let fixtures = support::fixtures_dir();
+    let mut pods = 0;
+    for entry in std::fs::read_dir(&fixtures).unwrap() {
+        let dir = entry.unwrap().path();
+        let root = dir.join("root");
+        let is_pod = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("pod-"));
+        if !is_pod || !root.is_dir() {
+            continue;
+        }
+        pods += 1;
+        let topo = rdmatopo::discover_in(Some(&root), rdmatopo::View::Owned).unwrap();
+        let names = rdmatopo::view::GpuNames::of(&topo);
+        // The numbering is the container's, not the read's: a whole read numbers alike.
+        let whole = rdmatopo::discover_in(Some(&root), rdmatopo::View::All).unwrap();
+        assert_eq!(
+            rdmatopo::view::GpuNames::of(&whole),
+            names,
+            "{}",
+            dir.display()
+        );
+        let outputs: Vec<(String, String)> = COMMANDS
+            .iter()
+            .map(|args| (args.join(" "), run(&root, args)))
+            .collect();
+        for gpu in &topo.gpus {
+            let pci = gpu.pci.to_string();
+            let want = names.name(gpu);
+            for (command, text) in &outputs {
+                let seen = names_of(text, &pci);
+                assert!(
+                    seen.iter().all(|n| *n == want),
+                    "{}: `{command}` calls {pci} {seen:?}, every answer calls it {want}",
+                    dir.display()
+                );
+            }
+            // Each of the pod's GPUs is named by topo and doctor at least.
+            if names.container_index(gpu.pci).is_some() {
+                for command in ["topo", "doctor --format json"] {
+                    let text = &outputs.iter().find(|(c, _)| c == command).unwrap().1;
+                    assert!(
+                        names_of(text, &pci).contains(&want),
+                        "{}: `{command}` does not name {pci} {want}",
+                        dir.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(pods > 5, "only {pods} pod fixtures found");
+}
+
+/// The issue's case: the pod was given the host's GPU 5; its nvidia-smi calls it GPU0.
+#[test]
+fn the_pods_gpu5_is_its_gpu0_with_the_host_index_beside() {
+    let root = support::fixtures_dir().join("pod-h100-1gpu-1vf/root");
+    let topo = run(&root, &["topo"]);
+    let doctor = run(&root, &["doctor"]);
+    assert!(topo.contains("GPU0 = host GPU5 at 0000:c3:00.0"), "{topo}");
+    assert!(
+        doctor.contains("GPU0 (host GPU5, 0000:c3:00.0) PXB mlx5_22"),
+        "{doctor}"
+    );
+    assert!(!doctor.contains("GPU5 (0000:c3:00.0)"), "{doctor}");
+    // `--all` shows every GPU, by the host's numbering, and says what the pod calls its own.
+    let all = run(&root, &["topo", "--all"]);
+    assert!(all.contains("(its GPU0 = GPU5)"), "{all}");
+}
