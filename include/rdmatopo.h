@@ -572,6 +572,22 @@ enum rdmatopo_status rdmatopo_topology_gpu(const struct rdmatopo_topology *topo,
 enum rdmatopo_status rdmatopo_topology_gpu_count(const struct rdmatopo_topology *topo, size_t *out);
 
 /**
+ * What every answer calls the GPU at `index` (0 to count - 1, the host's PCI bus
+ * order, as rdmatopo_topology_gpu): its index into `*view_index`, as this container's
+ * nvidia-smi and CUDA number it (from 0 among the container's GPUs in PCI bus order;
+ * the host's index on a host), -1 for a GPU another container owns; its name into
+ * `*view_name` ("GPU0", or "host GPU5" for another container's), borrowed from the
+ * handle. Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
+ *
+ * # Safety
+ * `topo` is a live handle; `view_index` and `view_name` are valid for a write.
+ */
+enum rdmatopo_status rdmatopo_topology_gpu_view_name(const struct rdmatopo_topology *topo,
+                                                     size_t index,
+                                                     int64_t *view_index,
+                                                     const char **view_name);
+
+/**
  * The RDMA device at `index` (0 to count - 1, in name order), into `*out`.
  * Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
  *

@@ -239,6 +239,39 @@ pub unsafe extern "C" fn rdmatopo_topology_gpu(
     })
 }
 
+/// What every answer calls the GPU at `index` (0 to count - 1, the host's PCI bus
+/// order, as rdmatopo_topology_gpu): its index into `*view_index`, as this container's
+/// nvidia-smi and CUDA number it (from 0 among the container's GPUs in PCI bus order;
+/// the host's index on a host), -1 for a GPU another container owns; its name into
+/// `*view_name` ("GPU0", or "host GPU5" for another container's), borrowed from the
+/// handle. Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
+///
+/// # Safety
+/// `topo` is a live handle; `view_index` and `view_name` are valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdmatopo_topology_gpu_view_name(
+    topo: *const rdmatopo_topology,
+    index: usize,
+    view_index: *mut i64,
+    view_name: *mut *const c_char,
+) -> rdmatopo_status {
+    ffi_call("rdmatopo_topology_gpu_view_name", || {
+        // SAFETY: the caller's promise.
+        let topo = unsafe { arg_ref(topo, "topo") }?;
+        let out_index = arg_out(view_index, "view_index")?;
+        let out_name = arg_out(view_name, "view_name")?;
+        let s = topo
+            .gpus
+            .get(index)
+            .ok_or_else(|| index_error("GPU", index, topo.gpus.len()))?;
+        // SAFETY: checked non-NULL.
+        unsafe { out_index.write(s.view_index.map_or(-1, i64::from)) };
+        // SAFETY: checked non-NULL.
+        unsafe { out_name.write(s.view_name.as_ptr()) };
+        Ok(())
+    })
+}
+
 /// The RDMA device at `index` (0 to count - 1, in name order), into `*out`.
 /// Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
 ///

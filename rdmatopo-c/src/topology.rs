@@ -3,6 +3,7 @@
 use crate::args::{OutBuf, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use rdmatopo::Topology;
+use rdmatopo::view::GpuNames;
 use std::ffi::{CStr, CString, OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -29,6 +30,9 @@ pub(crate) struct GpuStrings {
     pub nvml_bus_id: CString,
     pub uuid: Option<CString>,
     pub name: Option<CString>,
+    /// Its name in this view and the index in it (`rdmatopo::view::GpuNames`).
+    pub view_name: CString,
+    pub view_index: Option<u32>,
 }
 
 /// NUL-terminated copies of an RDMA device's strings.
@@ -56,6 +60,7 @@ fn c_string_opt(field: &str, value: Option<&str>) -> Result<Option<CString>, Ffi
 impl rdmatopo_topology {
     /// Wrap a model, copying the strings C will borrow.
     pub fn new(topo: Topology) -> Result<Self, FfiError> {
+        let names = GpuNames::of(&topo);
         let gpus = topo
             .gpus
             .iter()
@@ -65,6 +70,8 @@ impl rdmatopo_topology {
                     nvml_bus_id: c_string("GPU bus id", &g.pci.nvml())?,
                     uuid: c_string_opt("GPU UUID", g.uuid.as_deref())?,
                     name: c_string_opt("GPU name", g.name.as_deref())?,
+                    view_name: c_string("GPU view name", &names.name(g))?,
+                    view_index: names.index(g),
                 })
             })
             .collect::<Result<_, FfiError>>()?;

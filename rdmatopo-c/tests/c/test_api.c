@@ -211,6 +211,13 @@ static void test_gpus(rdmatopo_topology *t) {
     CHECK(g.numa_node == 0);
     CHECK_STATUS(rdmatopo_topology_gpu(t, 7, &g), RDMATOPO_STATUS_OK);
     CHECK(g.index == 7 && g.numa_node == 1);
+    /* On a host every answer names a GPU by its host index. */
+    int64_t view_index = -1;
+    const char *view_name = NULL;
+    CHECK_STATUS(rdmatopo_topology_gpu_view_name(t, 7, &view_index, &view_name), RDMATOPO_STATUS_OK);
+    CHECK(view_index == 7 && view_name != NULL && strcmp(view_name, "GPU7") == 0);
+    CHECK_STATUS(rdmatopo_topology_gpu_view_name(NULL, 7, &view_index, &view_name),
+                 RDMATOPO_STATUS_NULL_ARGUMENT);
 
     /* find_gpu: both bus id forms, the short form, bad ids, a NIC's address. */
     CHECK_STATUS(rdmatopo_topology_find_gpu(NULL, "0000:1b:00.0", &index), RDMATOPO_STATUS_NULL_ARGUMENT);
@@ -632,6 +639,18 @@ static void test_pod(const char *root) {
     CHECK_STATUS(rdmatopo_topology_nic_port(t, pf, 0, &port), RDMATOPO_STATUS_OUTSIDE_VIEW);
     CHECK(contains(rdmatopo_last_error_message(), "mlx5_0"));
     CHECK_STATUS(rdmatopo_gid_index(t, "mlx5_13", 1, &gid), RDMATOPO_STATUS_OUTSIDE_VIEW);
+    /* The pod's one GPU (the host's GPU0) is its GPU0; another pod's keeps the host's
+     * index, marked as the host's. */
+    int64_t view_index = 0;
+    const char *view_name = NULL;
+    CHECK_STATUS(rdmatopo_topology_gpu_view_name(t, 0, &view_index, &view_name), RDMATOPO_STATUS_OK);
+    CHECK(view_index == 0 && view_name != NULL && strcmp(view_name, "GPU0") == 0);
+    CHECK_STATUS(rdmatopo_topology_gpu_view_name(t, 1, &view_index, &view_name), RDMATOPO_STATUS_OK);
+    CHECK(view_index == -1 && view_name != NULL && strcmp(view_name, "host GPU1") == 0);
+    CHECK_STATUS(rdmatopo_topology_gpu_view_name(t, 8, &view_index, &view_name),
+                 RDMATOPO_STATUS_INDEX_OUT_OF_RANGE);
+    CHECK_STATUS(rdmatopo_topology_gpu_view_name(t, 0, NULL, &view_name), RDMATOPO_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(rdmatopo_topology_gpu_view_name(t, 0, &view_index, NULL), RDMATOPO_STATUS_NULL_ARGUMENT);
     rdmatopo_topology_free(t);
 
     t = NULL;
