@@ -57,13 +57,19 @@ pub struct Gpu {
     gpu: model::Gpu,
     /// [`Devices::gpu_numa`]: the function's node, else its host bridge's.
     numa_node: Option<u32>,
+    /// [`Devices::gpu_names`]: its index and name in this view.
+    view_index: Option<u32>,
+    view_name: String,
 }
 
 impl Gpu {
     pub(crate) fn new(gpu: &model::Gpu, devices: &Devices<'_>) -> Self {
+        let names = devices.gpu_names();
         Self {
             gpu: gpu.clone(),
             numa_node: devices.gpu_numa(gpu),
+            view_index: names.index(gpu),
+            view_name: names.name(gpu),
         }
     }
 
@@ -74,10 +80,24 @@ impl Gpu {
 
 #[pymethods]
 impl Gpu {
-    /// Position in PCI bus order (CUDA's `CUDA_DEVICE_ORDER=PCI_BUS_ID` order).
+    /// The host's index: position among the machine's GPUs in PCI bus order (CUDA's
+    /// `CUDA_DEVICE_ORDER=PCI_BUS_ID` order on the host).
     #[getter]
     fn index(&self) -> u32 {
         self.gpu.index
+    }
+    /// The index every answer gives it here, as this container's nvidia-smi and CUDA
+    /// number it (from 0 among the container's GPUs, in PCI bus order); the host's
+    /// index on a host; `None` for a GPU another container owns.
+    #[getter]
+    fn view_index(&self) -> Option<u32> {
+        self.view_index
+    }
+    /// The name every answer gives it here: `"GPU0"`, or `"host GPU5"` for a GPU
+    /// another container owns.
+    #[getter]
+    fn view_name(&self) -> &str {
+        &self.view_name
     }
     /// PCI address in sysfs form (`0000:18:00.0`).
     #[getter]

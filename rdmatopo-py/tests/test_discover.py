@@ -248,3 +248,19 @@ def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
 def test_view_must_be_owned_or_all() -> None:
     with pytest.raises(rdmatopo.ArgumentError, match="owned"):
         rdmatopo.discover(str(FIXTURES / "pod-sriov" / "root"), view="mine")
+
+
+def test_gpus_carry_the_name_every_answer_gives_them(cli: Path) -> None:
+    # The pod was given the host's GPU 5: it is the pod's GPU0 (its nvidia-smi's), as
+    # `rdmatopo topo` and `doctor` call it; another pod's GPU keeps the host's index.
+    root = FIXTURES / "pod-h100-1gpu-1vf" / "root"
+    for view in ("owned", "all"):
+        topo = rdmatopo.discover(root, view=view)
+        own = next(g for g in topo.gpus if g.pci == "0000:c3:00.0")
+        assert (own.index, own.view_index, own.view_name) == (5, 0, "GPU0")
+        other = topo.gpus[0]
+        assert (other.index, other.view_index, other.view_name) == (0, None, "host GPU0")
+    assert "GPU0 (host GPU5, 0000:c3:00.0)" in run_cli(cli, "doctor", "--root", str(root))
+    # On a host the view's names are the host's.
+    host = rdmatopo.discover(FIXTURES / "h100-dgx" / "root")
+    assert [(g.view_index, g.view_name) for g in host.gpus] == [(g.index, f"GPU{g.index}") for g in host.gpus]
