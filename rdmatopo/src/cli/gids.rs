@@ -12,8 +12,8 @@
 use super::{Format, Output, RootArgs, json};
 use clap::Args;
 use rdmatopo::Topology;
-use rdmatopo::model::{Gid, RdmaDevice};
-use rdmatopo::parse::{gid_is_link_local, parse_gid};
+use rdmatopo::model::{Gid, Port, RdmaDevice};
+use rdmatopo::parse::{gid_is_link_local, ls_cmp, parse_gid};
 use rdmatopo::view::gid::{GidChoice, choose_gid, of_other_namespace};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -98,18 +98,43 @@ pub fn run(args: &GidsArgs) -> Result<Output, String> {
             }
             vec![d]
         }
-        None => topo.rdma_devices.iter().collect(),
+        None => {
+            let mut all: Vec<&RdmaDevice> = topo.rdma_devices.iter().collect();
+            all.sort_by(|a, b| ls_cmp(&a.name, &b.name));
+            all
+        }
     };
+    let (rows, choices) = show_gids_rows(&topo, &devices, args.port);
+    Ok(Output::ok(match args.format {
+        Format::Json => json(&Doc {
+            schema: "rdmatopo.gids/1",
+            gids: rows,
+            recommended: choices.iter().map(|(k, c)| (k.clone(), c.index)).collect(),
+        }),
+        Format::Table => table(&topo, &rows, &choices),
+    }))
+}
+
+/// The rows `show_gids` prints for `devices` (in the order given) and the GID NCCL would
+/// choose per port: ports and GID indices in `ls` order (`0, 1, 10, 11, 2`), as its
+/// `$(ls .../ports/)` and `$(ls .../gids/)` give them.
+fn show_gids_rows<'t>(
+    topo: &'t Topology,
+    devices: &[&'t RdmaDevice],
+    port: Option<u32>,
+) -> (Vec<Row<'t>>, Vec<(String, GidChoice)>) {
     let mut rows = Vec::new();
     let mut choices: Vec<(String, GidChoice)> = Vec::new();
-    for d in &devices {
-        for p in d
+    for d in devices {
+        let mut ports: Vec<&Port> = d
             .ports
             .iter()
-            .filter(|p| args.port.is_none_or(|n| n == p.number))
-        {
+            .filter(|p| port.is_none_or(|n| n == p.number))
+            .collect();
+        ports.sort_by_cached_key(|p| p.number.to_string());
+        for p in ports {
             let mut gids: Vec<&Gid> = p.gids.iter().filter(|g| shown(g)).collect();
-            gids.sort_by_key(|g| g.index);
+            gids.sort_by_cached_key(|g| g.index.to_string());
             for g in gids {
                 rows.push(Row {
                     device: &d.name,
@@ -119,22 +144,15 @@ pub fn run(args: &GidsArgs) -> Result<Output, String> {
                     ipv4: g.ipv4.as_deref(),
                     gid_type: g.gid_type.map(|t| t.as_str()),
                     netdev: g.netdev.as_deref(),
-                    other_netns: of_other_namespace(&topo, g),
+                    other_netns: of_other_namespace(topo, g),
                 });
             }
-            if let Some(c) = choose_gid(&topo, &d.name, p.number) {
+            if let Some(c) = choose_gid(topo, &d.name, p.number) {
                 choices.push((key(d, p.number), c));
             }
         }
     }
-    Ok(Output::ok(match args.format {
-        Format::Json => json(&Doc {
-            schema: "rdmatopo.gids/1",
-            gids: rows,
-            recommended: choices.iter().map(|(k, c)| (k.clone(), c.index)).collect(),
-        }),
-        Format::Table => table(&topo, &rows, &choices),
-    }))
+    (rows, choices)
 }
 
 /// The trailing field of a row whose netdev is in another network namespace.
@@ -195,4 +213,32 @@ fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> Stri
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `show_gids` walks `$(ls gids/)`: index 10 comes before 2.
+    #[test]
+    fn gid_indices_in_ls_order() {
+        let mut topo = Topology::empty("t");
+        let mut port = Port::numbered(1);
+        port.gids = (0..12)
+            .map(|i| Gid {
+                index: i,
+                gid: format!("fe80:0000:0000:0000:0000:0000:0000:{:04x}", i + 1),
+                ipv4: None,
+                gid_type: None,
+                netdev: None,
+            })
+            .collect();
+        let mut dev = RdmaDevice::named("mlx5_0".into(), None);
+        dev.ports = vec![port];
+        topo.rdma_devices = vec![dev];
+        let devices: Vec<&RdmaDevice> = topo.rdma_devices.iter().collect();
+        let (rows, _) = show_gids_rows(&topo, &devices, None);
+        let order: Vec<u32> = rows.iter().map(|r| r.index).collect();
+        assert_eq!(order, [0, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9]);
+    }
 }

@@ -6,6 +6,7 @@ use super::{Format, Output, RootArgs, json};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::{Netdev, Port, RdmaDevice};
+use rdmatopo::parse::ls_cmp;
 use rdmatopo::view::gid::is_roce;
 use serde::Serialize;
 use std::fmt::Write;
@@ -74,10 +75,16 @@ fn row(topo: &Topology, dev: &RdmaDevice, port: &Port) -> Row {
 
 pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
     let (_, topo) = args.root.discover_needs(rdmatopo::Needs::NETDEVS)?;
-    let rows: Vec<Row> = topo
-        .rdma_devices
-        .iter()
-        .flat_map(|d| d.ports.iter().map(|p| row(&topo, d, p)))
+    // In `ibdev2netdev`'s order: `ls` of the devices, then of each one's ports.
+    let mut devices: Vec<&RdmaDevice> = topo.rdma_devices.iter().collect();
+    devices.sort_by(|a, b| ls_cmp(&a.name, &b.name));
+    let rows: Vec<Row> = devices
+        .into_iter()
+        .flat_map(|d| {
+            let mut ports: Vec<&Port> = d.ports.iter().collect();
+            ports.sort_by_cached_key(|p| p.number.to_string());
+            ports.into_iter().map(|p| row(&topo, d, p))
+        })
         .collect();
     Ok(Output::ok(match args.format {
         Format::Json => {

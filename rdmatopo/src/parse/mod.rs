@@ -82,6 +82,23 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     natural_cmp_case_blind(a, b).then_with(|| a.cmp(b))
 }
 
+/// The order `ls` lists names in, in a UTF-8 locale such as en_US.UTF-8: characters
+/// compared one by one without regard to case (digits as characters, so `mlx5_1`,
+/// `mlx5_10`, `mlx5_2`), lowercase first between names that differ only in case.
+/// `show_gids` and `ibdev2netdev` walk `$(ls /sys/class/infiniband/)` (and `show_gids`
+/// each port's `$(ls .../gids/)`), so `gids` and `netdevs` print devices, ports and GID
+/// indices in it. Public `ibdev2netdev` outputs it reproduces: an H100 node's `mlx5_0,
+/// mlx5_1, mlx5_10, mlx5_11, mlx5_2, …` (imbue-ai/cluster-health#4) and a DGX Spark's
+/// `rocep1s0f0, rocep1s0f1, roceP2p1s0f0, roceP2p1s0f1`
+/// (<https://m.elecfans.com/article/7412636.html>). Under `LC_COLLATE=C` `ls` puts
+/// capitals first (`roceP2p1s0f0` before `rocep1s0f0`); names of one case order the same.
+pub fn ls_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (fa, fb) = (a.bytes(), b.bytes());
+    fa.map(|c| c.to_ascii_lowercase())
+        .cmp(fb.map(|c| c.to_ascii_lowercase()))
+        .then_with(|| b.cmp(a))
+}
+
 /// A key whose byte order is [`natural_cmp`]'s, for sorting many names with one key
 /// each (`sort_by_cached_key`) instead of a comparison of names per step: text
 /// lowercased, each digit run as `0`, its length and its digits without leading
@@ -173,6 +190,25 @@ fn trim_zeros(d: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The two public `ibdev2netdev` orders `ls_cmp` follows.
+    #[test]
+    fn ls_order_of_public_ibdev2netdev_outputs() {
+        fn sorted<'a>(names: &[&'a str]) -> Vec<&'a str> {
+            let mut v = names.to_vec();
+            v.sort_by(|a, b| ls_cmp(a, b));
+            v
+        }
+        assert_eq!(
+            sorted(&["mlx5_2", "mlx5_11", "mlx5_0", "mlx5_10", "mlx5_1"]),
+            ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11", "mlx5_2"]
+        );
+        assert_eq!(
+            sorted(&["roceP2p1s0f1", "roceP2p1s0f0", "rocep1s0f1", "rocep1s0f0"]),
+            ["rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1"]
+        );
+        assert_eq!(sorted(&["A", "a"]), ["a", "A"]);
+    }
 
     proptest::proptest! {
         #[test]
