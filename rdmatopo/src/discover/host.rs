@@ -154,7 +154,7 @@ pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
             }
         }
     }
-    if ctx.needs.rdma_limits && !ctx.rdma_limits_later {
+    if ctx.needs.limits && !ctx.rdma_limits_later {
         read_rdma_limits(ctx, p, None);
     }
     read_device_view(ctx, p, whole);
@@ -181,7 +181,7 @@ pub(super) fn read_rdma_limits(ctx: &mut Ctx, p: &mut Process, held: Option<&BTr
 /// container markers.
 fn read_device_view(ctx: &mut Ctx, p: &mut Process, whole: bool) {
     if whole {
-        p.memlock = ctx.attr("/proc/self/limits", true, parse_limits_memlock);
+        read_memlock(ctx, p);
         read_device_nodes(ctx, p);
     }
     // Container hosts have thousands of mounts: read more than one attribute's worth.
@@ -211,9 +211,15 @@ fn read_device_view(ctx: &mut Ctx, p: &mut Process, whole: bool) {
 /// The rest of a process view read without [`super::Needs::process_whole`]: what a
 /// container's answer needs once the process view has said it is one.
 pub(super) fn read_process_rest(ctx: &mut Ctx, p: &mut Process) {
-    p.memlock = ctx.attr("/proc/self/limits", true, parse_limits_memlock);
+    read_memlock(ctx, p);
     read_device_nodes(ctx, p);
     read_container_devices(ctx, p);
+}
+
+fn read_memlock(ctx: &mut Ctx, p: &mut Process) {
+    if ctx.needs.limits {
+        p.memlock = ctx.attr("/proc/self/limits", true, parse_limits_memlock);
+    }
 }
 
 /// The device list of the NVIDIA runtime's `NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices`.

@@ -47,8 +47,9 @@ pub struct Needs {
     /// The whole process view (device nodes, the driver's GPU list, runtime mounts),
     /// not only its CPU mask and container evidence (status, cgroups, environment).
     pub process_whole: bool,
-    /// The rdma cgroup's `rdma.max` and `rdma.current`.
-    pub rdma_limits: bool,
+    /// The process's limits: `RLIMIT_MEMLOCK` (`/proc/self/limits`) and the rdma
+    /// cgroup's `rdma.max` and `rdma.current`.
+    pub limits: bool,
     /// RDMA devices' ports (`ports/<p>`); without them a device is its name and
     /// function.
     pub ports: bool,
@@ -138,7 +139,7 @@ impl Needs {
         numa_distances: true,
         host: HostFacts::Whole,
         process_whole: true,
-        rdma_limits: true,
+        limits: true,
         ports: true,
         uverbs: true,
         device_state: true,
@@ -156,7 +157,7 @@ impl Needs {
         numa_distances: false,
         host: HostFacts::None,
         process_whole: false,
-        rdma_limits: false,
+        limits: false,
         ports: false,
         uverbs: false,
         device_state: false,
@@ -206,13 +207,13 @@ impl Needs {
     };
 
     /// `nccl-env` and the rank plan: all but what only `doctor` judges (NUMA distances,
-    /// the rdma cgroup's limits, PCIe links, ACS and IOMMU groups, the functions beside
+    /// the process's limits (memlock, rdma cgroup), PCIe links, ACS and IOMMU groups, the functions beside
     /// a GPU) and the sources' cross-check. `tests/needs.rs` holds the plan read so
     /// equal to the plan of [`Needs::ALL`] on every fixture.
     pub const NCCL_ENV: Self = Self {
         pci: PciFacts::Identity,
         numa_distances: false,
-        rdma_limits: false,
+        limits: false,
         cross_check: false,
         beside: false,
         ..Self::ALL
@@ -345,7 +346,7 @@ impl<'a> Discoverer<'a> {
         host::read_process(&mut ctx, &mut probe);
         let in_container = (narrowing.in_container)(&probe);
         if !in_container {
-            if self.needs.rdma_limits {
+            if self.needs.limits {
                 host::read_rdma_limits(&mut ctx, &mut probe.process, None);
             }
             return Ok(self.read(self.needs, false, Some((probe.process, ctx.diags))));
@@ -583,7 +584,7 @@ impl<'a> Discoverer<'a> {
         }
         rdma::link_port_netdevs(topo);
         // As the process view of a whole read, for the devices held.
-        if needs.rdma_limits {
+        if needs.limits {
             let held = topo.rdma_devices.iter().map(|d| d.name.clone()).collect();
             host::read_rdma_limits(&mut ctx, &mut topo.process, Some(&held));
         }
