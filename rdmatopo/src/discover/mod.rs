@@ -124,8 +124,9 @@ pub enum NetdevFacts {
     /// As [`NetdevFacts::Outline`], with `carrier`, `master` and bond for the netdevs
     /// named by a port's GIDs or on an RDMA device's function (what `netdevs` prints).
     Printed,
-    /// Name, function, kind, index, link and master of every netdev (a container's
-    /// network by kinds and links).
+    /// Name, function, kind and master of every netdev, and the type, index and link
+    /// of the virtual ones but `lo` (a container's network by kinds and links: a veth
+    /// tells a pod's own namespace).
     Links,
     /// Also MTU, state, carrier, speed, address and IPv4 addresses.
     Whole,

@@ -142,7 +142,13 @@ fn read_outline(
 fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netdev {
     let at = |f: &str| join(dir, f);
     let pci = function_of(dir);
-    let arphrd = ctx.attr(&at("type"), true, |t| parse_dec::<u32>("type", t));
+    // A container's view tells a netdev on a PCI function by its function and `lo` by
+    // its name; only the other virtual netdevs' type, index and link say what they are
+    // (a veth to the host, a loopback by another name).
+    let ids = ctx.needs.netdevs == NetdevFacts::Whole || (pci.is_none() && name != "lo");
+    let arphrd = ids
+        .then(|| ctx.attr(&at("type"), true, |t| parse_dec::<u32>("type", t)))
+        .flatten();
     let bond = read_bond(ctx, dir);
     let is_vf = pci
         .and_then(|a| topo.pci_function(a))
@@ -157,8 +163,12 @@ fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netde
         speed_mbps: None,
         address: None,
         arphrd,
-        ifindex: ctx.attr(&at("ifindex"), true, |t| parse_dec::<u32>("ifindex", t)),
-        iflink: ctx.attr(&at("iflink"), true, |t| parse_dec::<u32>("iflink", t)),
+        ifindex: ids
+            .then(|| ctx.attr(&at("ifindex"), true, |t| parse_dec::<u32>("ifindex", t)))
+            .flatten(),
+        iflink: ids
+            .then(|| ctx.attr(&at("iflink"), true, |t| parse_dec::<u32>("iflink", t)))
+            .flatten(),
         master: ctx.fs.link_name(&at("master")).ok(),
         bond,
         ipv4: Vec::new(),
