@@ -356,6 +356,7 @@ impl<'a> Discoverer<'a> {
         // The probe read the process view as this answer needs it; a container may
         // need the rest of it.
         if needs.process_whole && !self.needs.process_whole {
+            ctx.needs = needs;
             host::read_process_rest(&mut ctx, &mut probe.process);
         }
         let mut outline = self.read(needs, true, Some((probe.process, ctx.diags)));
