@@ -109,6 +109,10 @@ pub enum GidFacts {
     /// The slots up to the first that names a netdev of this namespace, without types
     /// (the ibdev2netdev relation; none on InfiniBand, whose GIDs name no netdev).
     UpToNetdev,
+    /// On an Ethernet port, the slots up to the first GID that NCCL's automatic choice
+    /// cannot better (IPv4, RoCE v2, with a netdev of this namespace), with types and
+    /// netdevs; every slot where there is none, and on other ports.
+    UpToChoice,
     /// Every slot: GIDs, types and netdevs.
     Whole,
 }
@@ -208,11 +212,13 @@ impl Needs {
     };
 
     /// `nccl-env` and the rank plan: all but what only `doctor` judges (NUMA distances,
-    /// the process's limits (memlock, rdma cgroup), PCIe links, ACS and IOMMU groups, the functions beside
-    /// a GPU) and the sources' cross-check. `tests/needs.rs` holds the plan read so
-    /// equal to the plan of [`Needs::ALL`] on every fixture.
+    /// the process's limits (memlock, rdma cgroup), PCIe links, ACS and IOMMU groups, the
+    /// functions beside a GPU, the GID slots after NCCL's choice) and the sources'
+    /// cross-check. `tests/needs.rs` holds the plan read so equal to the plan of
+    /// [`Needs::ALL`] on every fixture.
     pub const NCCL_ENV: Self = Self {
         pci: PciFacts::Identity,
+        gids: GidFacts::UpToChoice,
         numa_distances: false,
         limits: false,
         cross_check: false,
@@ -826,15 +832,12 @@ impl<'a> Ctx<'a> {
         };
         let work = &work;
         let mut chunks = std::thread::scope(|s| {
-            // A pod at its pids limit cannot start a thread: then this one does it all.
-            let helpers: Vec<_> = (0..threads)
+            // This thread takes its share too. A pod at its pids limit cannot start a
+            // thread: then this one does it all.
+            let helpers: Vec<_> = (1..threads)
                 .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, work).ok())
                 .collect();
-            let mut chunks = if helpers.is_empty() {
-                work()
-            } else {
-                Vec::new()
-            };
+            let mut chunks = work();
             for helper in helpers {
                 chunks.extend(
                     helper
@@ -866,6 +869,20 @@ impl<'a> Ctx<'a> {
                 Vec::new()
             }
         }
+    }
+
+    /// The names in a directory that are numbers (a port's GID slots), in numeric order.
+    pub fn numbered(&mut self, path: &str) -> Vec<u32> {
+        let mut numbers: Vec<u32> = match self.fs.list_names(path) {
+            Ok(names) => names.iter().filter_map(|n| n.parse().ok()).collect(),
+            Err(e) if e.is_not_found() => Vec::new(),
+            Err(e) => {
+                self.unreadable(&e);
+                Vec::new()
+            }
+        };
+        numbers.sort_unstable();
+        numbers
     }
 }
 

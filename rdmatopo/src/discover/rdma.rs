@@ -3,10 +3,10 @@
 use super::{Ctx, GidFacts};
 use crate::model::{DetailView, Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
 use crate::parse::{
-    LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
+    GidType, LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
     parse_link_layer, parse_phys_state, parse_port_state, parse_rate,
 };
-use crate::parse::{natural_cmp, natural_key};
+use crate::parse::{natural_cmp, sort_natural_by};
 use crate::sysfs::join;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,7 +45,7 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
             gids,
         ))
     });
-    devices.sort_by_cached_key(|d| natural_key(&d.name));
+    sort_natural_by(&mut devices, |d| d.name.as_str());
     topo.rdma_devices = devices;
 }
 
@@ -100,7 +100,7 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
         });
     }
     devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
-    others.sort_by_cached_key(|n| natural_key(n));
+    sort_natural_by(&mut others, String::as_str);
     // The PCI outline places what this container names and its candidates' functions.
     functions.extend(devices.iter().filter_map(|d| d.pci));
     ctx.named_functions = functions;
@@ -259,17 +259,12 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
     let at = |f: &str| join(dir, f);
     let link_layer = ctx.attr(&at("link_layer"), false, parse_link_layer);
     let gids_dir = at("gids");
-    let mut slots: Vec<u32> = ctx
-        .list(&gids_dir)
-        .iter()
-        .filter_map(|g| g.parse().ok())
-        .collect();
-    slots.sort_unstable();
+    let mut slots = ctx.numbered(&gids_dir);
     let gid_table_len = slots.last().map_or(0, |l| l + 1);
     // ibdev2netdev's relation: InfiniBand GIDs name no netdev (`ndevs` fails there),
     // and on RoCE the first slot naming one is the answer.
     let netdev_only = match gid_facts {
-        GidFacts::Whole => false,
+        GidFacts::Whole | GidFacts::UpToChoice => false,
         GidFacts::UpToNetdev => true,
         GidFacts::None => {
             slots.clear();
@@ -305,21 +300,27 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
             netdev,
         })
     };
+    // A netdev of this namespace: the upstream kernel also shows the host's GIDs, with
+    // the host's netdev names, to a pod.
+    let here = |ctx: &Ctx, gid: &Gid| {
+        gid.netdev
+            .as_deref()
+            .is_some_and(|n| ctx.fs.exists(&join("/sys/class/net", n)))
+    };
+    // The best case of `view::gid::best_gid`, whose order (IPv4, then RoCE v2, then the
+    // lowest index) no later slot can better.
+    let unbettered = |ctx: &Ctx, gid: &Gid| {
+        gid.ipv4.is_some() && gid.gid_type == Some(GidType::RoceV2) && here(ctx, gid)
+    };
     let gids = if netdev_only {
-        let mut gids = Vec::new();
-        for index in &slots {
-            if let Some(gid) = read_slot(ctx, index) {
-                // A netdev of this namespace: the upstream kernel also shows the
-                // host's GIDs, with the host's netdev names, to a pod.
-                let found = gid
-                    .netdev
-                    .as_deref()
-                    .is_some_and(|n| ctx.fs.exists(&join("/sys/class/net", n)));
-                gids.push(gid);
-                if found {
-                    break;
-                }
-            }
+        read_slots_until(ctx, &slots, read_slot, here).0
+    } else if gid_facts == GidFacts::UpToChoice && link_layer == Some(LinkLayer::Ethernet) {
+        // In order while the choice is near the start (it is at index 3 of a pod's
+        // table), side by side for the rest when it is not.
+        let first = slots.len().min(GID_SLOTS_PER_THREAD / 4);
+        let (mut gids, found) = read_slots_until(ctx, &slots[..first], read_slot, unbettered);
+        if !found {
+            gids.extend(ctx.par_filter_map(&slots[first..], GID_SLOTS_PER_THREAD, read_slot));
         }
         gids
     } else {
@@ -344,6 +345,26 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
         gids,
         netdev: None,
     }
+}
+
+/// The GIDs of `slots`, read in order up to the first that is `enough` (whether one was).
+fn read_slots_until(
+    ctx: &mut Ctx,
+    slots: &[u32],
+    read_slot: impl Fn(&mut Ctx, &u32) -> Option<Gid>,
+    enough: impl Fn(&Ctx, &Gid) -> bool,
+) -> (Vec<Gid>, bool) {
+    let mut gids = Vec::new();
+    for index in slots {
+        if let Some(gid) = read_slot(ctx, index) {
+            let found = enough(ctx, &gid);
+            gids.push(gid);
+            if found {
+                return (gids, true);
+            }
+        }
+    }
+    (gids, false)
 }
 
 /// The ibdev2netdev relation: a RoCE port's netdev is the `ndevs` entry of any valid

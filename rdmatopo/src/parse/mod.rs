@@ -99,32 +99,70 @@ pub fn ls_cmp(a: &str, b: &str) -> std::cmp::Ordering {
         .then_with(|| b.cmp(a))
 }
 
-/// A key whose byte order is [`natural_cmp`]'s, for sorting many names with one key
-/// each (`sort_by_cached_key`) instead of a comparison of names per step: text
-/// lowercased, each digit run as `0`, its length and its digits without leading
-/// zeros, then a NUL and the name itself for the tie. (Kernel device names are far
-/// shorter than the 255 digits the length byte can tell apart.)
-pub fn natural_key(name: &str) -> Vec<u8> {
+/// A key whose byte order is [`natural_cmp`]'s: text lowercased, each digit run as
+/// `0`, its length and its digits without leading zeros, then a NUL and the name itself
+/// for the tie. (Kernel device names are far shorter than the 255 digits the length
+/// byte can tell apart.) The definition [`natural_head`] takes its first bytes of.
+#[cfg(test)]
+fn natural_key(name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 * name.len() + 3);
+    natural_key_bytes(name, |byte| {
+        key.push(byte);
+        true
+    });
+    key
+}
+
+/// The bytes of [`natural_key`] handed to `push` one by one, while it returns `true`.
+fn natural_key_bytes(name: &str, mut push: impl FnMut(u8) -> bool) {
     let b = name.as_bytes();
-    let mut key = Vec::with_capacity(2 * b.len() + 3);
     let mut i = 0;
     while i < b.len() {
         if b[i].is_ascii_digit() {
             let run = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
             let digits = trim_zeros(&b[i..i + run]);
             // `0` sorts against any other character as the run's first digit does.
-            key.push(b'0');
-            key.push(u8::try_from(digits.len()).unwrap_or(u8::MAX));
-            key.extend_from_slice(digits);
+            let length = u8::try_from(digits.len()).unwrap_or(u8::MAX);
+            if !push(b'0') || !push(length) || !digits.iter().all(|d| push(*d)) {
+                return;
+            }
             i += run;
         } else {
-            key.push(b[i].to_ascii_lowercase());
+            if !push(b[i].to_ascii_lowercase()) {
+                return;
+            }
             i += 1;
         }
     }
-    key.push(0);
-    key.extend_from_slice(b);
-    key
+    if push(0) {
+        b.iter().all(|c| push(*c));
+    }
+}
+
+/// The first 16 bytes of [`natural_key`] as one number (zeros after a shorter key):
+/// two names whose heads differ are in the order of their heads.
+fn natural_head(name: &str) -> u128 {
+    let (mut head, mut taken) = ([0u8; 16], 0);
+    natural_key_bytes(name, |byte| {
+        head[taken] = byte;
+        taken += 1;
+        taken < head.len()
+    });
+    u128::from_be_bytes(head)
+}
+
+/// Sort `items` in [`natural_cmp`] order of their names: a number compared per step,
+/// the names only where their first 16 key bytes agree. A host's listing of hundreds
+/// of other pods' devices sorts at a fraction of a comparison of names per step.
+pub fn sort_natural_by<T>(items: &mut Vec<T>, name: impl Fn(&T) -> &str) {
+    let mut keyed: Vec<(u128, T)> = items
+        .drain(..)
+        .map(|t| (natural_head(name(&t)), t))
+        .collect();
+    keyed.sort_unstable_by(|(ha, a), (hb, b)| {
+        ha.cmp(hb).then_with(|| natural_cmp(name(a), name(b)))
+    });
+    items.extend(keyed.into_iter().map(|(_, t)| t));
 }
 
 /// Two lists of names, each in [`natural_cmp`] order, as one in that order (an owned
@@ -217,6 +255,30 @@ mod tests {
             b in "[a-zA-Z0-9_.-]{0,12}",
         ) {
             proptest::prop_assert_eq!(natural_key(&a).cmp(&natural_key(&b)), natural_cmp(&a, &b));
+        }
+
+        /// Heads decide only where they differ, and then as the names do; names
+        /// long enough for the head to end inside them are the point.
+        #[test]
+        fn natural_heads_order_as_natural_cmp(
+            a in "(mlx5_|rocep|0)[a-zA-Z0-9_]{0,20}",
+            b in "(mlx5_|rocep|0)[a-zA-Z0-9_]{0,20}",
+        ) {
+            let (ha, hb) = (natural_head(&a), natural_head(&b));
+            if ha != hb {
+                proptest::prop_assert_eq!(ha.cmp(&hb), natural_cmp(&a, &b));
+            }
+        }
+
+        #[test]
+        fn sort_natural_by_sorts_as_natural_cmp(
+            names in proptest::collection::vec("(mlx5_|mlx5_bond_|roceP)?[a-zA-Z0-9]{0,18}", 0..40),
+        ) {
+            let mut fast = names.clone();
+            sort_natural_by(&mut fast, String::as_str);
+            let mut slow = names;
+            slow.sort_by(|a, b| natural_cmp(a, b));
+            proptest::prop_assert_eq!(fast, slow);
         }
     }
 

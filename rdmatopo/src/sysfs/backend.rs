@@ -61,21 +61,32 @@ pub struct DirBackend {
     /// Linux before 5.6, or a seccomp profile that predates it, so files are opened with
     /// `openat`), or is not tried yet.
     openat2: AtomicU8,
-    /// The directory of the last `readlink`, opened once a second link is read from it:
-    /// links come in runs from one directory (`/sys/bus/pci/devices/*`), and a lookup
-    /// of one name costs less than of the whole path from the root.
-    link_dir: Mutex<LinkDir>,
+    /// The directories names were last read from, opened once a second name is read
+    /// from one: files and links come in runs from a few directories (a port's 255 GID
+    /// slots, `/sys/bus/pci/devices/*`), and a lookup of one name costs less than of the
+    /// whole path from the root (eleven components to a GID slot).
+    dirs: Mutex<OpenDirs>,
 }
 
-/// Where the last `readlink` was ([`DirBackend::read_link_in_dir`]).
+/// How many directories [`OpenDirs`] keeps open, and remembers as seen once: a GID slot's
+/// reader goes round three (`gids`, `gid_attrs/types`, `gid_attrs/ndevs`).
+const OPEN_DIRS: usize = 4;
+
+/// Directories read from lately ([`DirBackend::in_open_dir`]), the most recent last.
 #[derive(Debug, Default)]
-enum LinkDir {
-    #[default]
-    None,
-    /// One link was read from this directory, by its whole path.
-    Seen(String),
-    /// This directory is open, for the links read from it since.
-    Open(String, Arc<OwnedFd>),
+struct OpenDirs {
+    /// Read from once, by the whole path.
+    seen: Vec<String>,
+    /// Open, for the names read from them since.
+    open: Vec<(String, Arc<OwnedFd>)>,
+}
+
+/// Add `item` as the most recent of `list`, forgetting the oldest past [`OPEN_DIRS`].
+fn remember<T>(list: &mut Vec<T>, item: T) {
+    if list.len() == OPEN_DIRS {
+        list.remove(0);
+    }
+    list.push(item);
 }
 
 const OPENAT2_UNTRIED: u8 = 0;
@@ -95,40 +106,40 @@ impl DirBackend {
             base,
             root,
             openat2: AtomicU8::new(OPENAT2_UNTRIED),
-            link_dir: Mutex::new(LinkDir::None),
+            dirs: Mutex::new(OpenDirs::default()),
         }
     }
 
-    /// `readlinkat` of `path`'s last name from its directory's descriptor, when the
-    /// link before it was in the same directory: the directory is opened beneath the
-    /// root without following symlinks (as reads are) and kept for the next links.
-    /// `None` for a link in another directory than the last, where `openat2` is not known
-    /// to work here, or where the directory cannot be opened: the caller then reads the
-    /// link by its whole path (which reports why it fails).
-    fn read_link_in_dir(&self, path: &str) -> Option<io::Result<std::ffi::CString>> {
+    /// The descriptor of `path`'s directory and its last name, when a name was read
+    /// from that directory before: the directory is opened beneath the root without
+    /// following symlinks (as reads are) and kept for the next names. `None` for the
+    /// first name read from a directory, where `openat2` is not known to work here, or
+    /// where the directory cannot be opened: the caller then takes the whole path (which
+    /// reports why it fails).
+    fn in_open_dir<'p>(&self, path: &'p str) -> Option<(Arc<OwnedFd>, &'p str)> {
         let (dir, name) = path.rsplit_once('/')?;
-        if name.is_empty() || name == ".." || !self.reads_check_paths() {
+        if name.is_empty() || name == "." || name == ".." || !self.reads_check_paths() {
             return None;
         }
-        // Held only to find or open the directory: threads read their links side by side.
-        let fd = {
-            let mut last = self.link_dir.lock().ok()?;
-            match &*last {
-                LinkDir::Open(open, fd) if open == dir => Arc::clone(fd),
-                LinkDir::Seen(seen) if seen == dir => {
-                    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-                    let opened = self.open_beneath(if dir.is_empty() { "/" } else { dir }, flags);
-                    let fd = Arc::new(opened?.ok()?);
-                    *last = LinkDir::Open(dir.to_string(), Arc::clone(&fd));
-                    fd
-                }
-                _ => {
-                    *last = LinkDir::Seen(dir.to_string());
-                    return None;
-                }
-            }
+        // Held only to find or open the directory: threads read side by side.
+        let mut dirs = self.dirs.lock().ok()?;
+        let OpenDirs { seen, open } = &mut *dirs;
+        if let Some(i) = open.iter().position(|(d, _)| d == dir) {
+            let hit = open.remove(i);
+            let fd = Arc::clone(&hit.1);
+            open.push(hit);
+            return Some((fd, name));
+        }
+        let Some(i) = seen.iter().position(|d| d == dir) else {
+            remember(seen, dir.to_string());
+            return None;
         };
-        Some(rfs::readlinkat(&*fd, name, Vec::new()).map_err(io::Error::from))
+        seen.remove(i);
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let root_or_dir = if dir.is_empty() { "/" } else { dir };
+        let fd = Arc::new(self.open_beneath(root_or_dir, flags)?.ok()?);
+        remember(open, (dir.to_string(), Arc::clone(&fd)));
+        Some((fd, name))
     }
 
     /// Open a canonical path for reading. The kernel refuses any symlink on the way
@@ -137,6 +148,11 @@ impl DirBackend {
     /// cannot lead a read outside the root.
     fn open_canonical(&self, path: &str) -> io::Result<OwnedFd> {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        if let Some((dir, name)) = self.in_open_dir(path) {
+            // One name beneath a directory opened beneath the root: still inside it.
+            let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+            return Ok(rfs::openat2(&*dir, name, flags, Mode::empty(), resolve)?);
+        }
         if let Some(opened) = self.open_beneath(path, flags) {
             return opened;
         }
@@ -234,8 +250,8 @@ impl Backend for DirBackend {
     }
 
     fn read_link(&self, path: &str) -> io::Result<String> {
-        let target = match self.read_link_in_dir(path) {
-            Some(target) => target?,
+        let target = match self.in_open_dir(path) {
+            Some((dir, name)) => rfs::readlinkat(&*dir, name, Vec::new())?,
             None => rfs::readlinkat(self.root()?, relative(path)?, Vec::new())?,
         };
         Ok(target
@@ -273,31 +289,43 @@ impl Backend for DirBackend {
     }
 
     fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>> {
-        std::fs::read_dir(self.base.join(path.trim_start_matches('/')))?
-            .map(|e| {
-                let e = e?;
-                // From `d_type`, without a system call, on sysfs, procfs and local
-                // filesystems (std falls back to `lstat` where the type is unknown).
-                let kind = e.file_type().ok().map(|t| {
-                    if t.is_symlink() {
-                        EntryKind::Symlink
-                    } else if t.is_dir() {
-                        EntryKind::Dir
-                    } else if t.is_file() {
-                        EntryKind::File
-                    } else {
-                        EntryKind::Other
-                    }
-                });
-                let name = e.file_name().into_string();
-                Ok((
-                    name.unwrap_or_else(|n| n.to_string_lossy().into_owned()),
-                    kind,
-                ))
-            })
-            .collect()
+        // Beneath the root without following symlinks, as files are read.
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = match self.open_beneath(path, flags) {
+            Some(opened) => opened?,
+            None => rfs::openat(self.root()?, relative(path)?, flags, Mode::empty())?,
+        };
+        // Names straight from the kernel's records into the list: a host's listing is
+        // hundreds of other pods' devices, each of which costs one `String` here.
+        let mut buf = Vec::with_capacity(LISTING_BUFFER);
+        let mut records = rfs::RawDir::new(dir, buf.spare_capacity_mut());
+        let mut entries = Vec::new();
+        while let Some(record) = records.next() {
+            let record = record?;
+            let name = record.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            // From `d_type` on sysfs, procfs and local filesystems; unknown elsewhere.
+            let kind = match record.file_type() {
+                rfs::FileType::Symlink => Some(EntryKind::Symlink),
+                rfs::FileType::Directory => Some(EntryKind::Dir),
+                rfs::FileType::RegularFile => Some(EntryKind::File),
+                rfs::FileType::Unknown => None,
+                _ => Some(EntryKind::Other),
+            };
+            let name = match std::str::from_utf8(name) {
+                Ok(name) => name.to_owned(),
+                Err(_) => String::from_utf8_lossy(name).into_owned(),
+            };
+            entries.push((name, kind));
+        }
+        Ok(entries)
     }
 }
+
+/// The buffer a directory's records are read into: a few hundred names a `getdents64`.
+const LISTING_BUFFER: usize = 16 * 1024;
 
 /// At most `limit` bytes of an open file, in as few reads as the kernel allows.
 ///
