@@ -892,8 +892,9 @@ fn trim_attr(text: &str) -> &str {
 }
 
 /// PCI functions per thread below which another thread costs more than it saves (a
-/// thread starts in tens of microseconds; a sysfs file takes a few to read).
-pub(crate) const FUNCTIONS_PER_THREAD: usize = 16;
+/// thread starts in tens of microseconds; a sysfs file takes a few to read). Half of
+/// what it was while the calling thread only waited: now it takes a share.
+pub(crate) const FUNCTIONS_PER_THREAD: usize = 8;
 /// Bus links per thread below which another thread costs more than it saves: a link
 /// is one `readlink` and a little string work, and on a VM a thread's start and join
 /// cost a few hundred microseconds (measured on the shared 2-core VM: h100-dgx's 174

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 const CLASS_DIR: &str = "/sys/class/net";
 /// A netdev is about ten files: fewer per thread than PCI functions.
-const NETDEVS_PER_THREAD: usize = 8;
+const NETDEVS_PER_THREAD: usize = 4;
 
 pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
     if ctx.needs.netdevs == NetdevFacts::None {

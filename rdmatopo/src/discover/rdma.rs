@@ -14,8 +14,9 @@ const CLASS_DIR: &str = "/sys/class/infiniband";
 const VERBS_DIR: &str = "/sys/class/infiniband_verbs";
 const PCI_DIR: &str = "/sys/bus/pci/devices";
 /// GID slots per thread below which another thread costs more than it saves (a slot is
-/// one small file; a thread's start and join cost about as much as a hundred).
-const GID_SLOTS_PER_THREAD: usize = 96;
+/// one small file; a thread's start and join cost about as much as a hundred, and the
+/// calling thread reads its share meanwhile: a second thread starts from twice this).
+const GID_SLOTS_PER_THREAD: usize = 48;
 
 pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     if ctx.outline {
