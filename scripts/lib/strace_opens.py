@@ -11,22 +11,39 @@ _OPEN = re.compile(
 )
 
 
-def opened(prefix: str, root: str) -> tuple[int, int]:
-    """Files (not directories) opened under `root`: (succeeded, attempted)."""
-    ok = tried = 0
+def _opens(prefix: str):
+    """(dirfd, path, flags, returned) of every open, all threads."""
     for part in glob.glob(prefix + ".*"):
         with open(part) as f:
             for line in f:
                 m = _OPEN.search(line)
-                if not m:
-                    continue
-                dirfd, path, flags, ret = m.groups()
-                if "O_DIRECTORY" in flags or "O_PATH" in flags:
-                    continue
-                inside = path.startswith(root + "/") or (
-                    dirfd not in (None, "AT_FDCWD") and path.split("/")[0] in TOP
-                )
-                if inside:
-                    tried += 1
-                    ok += int(ret) >= 0
+                if m:
+                    dirfd, path, flags, ret = m.groups()
+                    yield dirfd, path, flags, int(ret)
+
+
+def opened(prefix: str, root: str) -> tuple[int, int]:
+    """Files (not directories) opened under `root`: (succeeded, attempted). A name opened
+    from a directory's descriptor counts where that directory was opened under the root
+    (rdmatopo opens a run of GID slots from their directory)."""
+    opens = list(_opens(prefix))
+    dirs: set[str] = set()
+
+    def inside(dirfd, path):
+        if dirfd in (None, "AT_FDCWD"):
+            return path.startswith(root + "/")
+        return path.split("/")[0] in TOP or dirfd in dirs
+
+    # Twice over: threads' files come in no particular order.
+    for _ in range(2):
+        for dirfd, path, flags, ret in opens:
+            if ("O_DIRECTORY" in flags or "O_PATH" in flags) and ret >= 0 and inside(dirfd, path):
+                dirs.add(str(ret))
+    ok = tried = 0
+    for dirfd, path, flags, ret in opens:
+        if "O_DIRECTORY" in flags or "O_PATH" in flags:
+            continue
+        if inside(dirfd, path):
+            tried += 1
+            ok += ret >= 0
     return ok, tried
