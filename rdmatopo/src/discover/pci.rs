@@ -604,6 +604,37 @@ fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Opt
     Some(None)
 }
 
+/// A PF's `num_vfs` VFs from its `sriov_offset` and `sriov_stride` ([`PciAddr::virtfn`]):
+/// two files in place of a `virtfn<N>` link per VF (a pod's PF carries dozens of other
+/// pods' VFs). `None` where the files are not there (older kernels, captures).
+fn vfs_by_routing(ctx: &Ctx, pf: PciAddr, path: &str, num_vfs: u32) -> Option<Vec<PciAddr>> {
+    let number = |name: &str| -> Option<u32> {
+        ctx.fs
+            .read_with(&join(path, name), |t| t.trim().parse().ok())
+            .ok()?
+    };
+    let (offset, stride) = (number("sriov_offset")?, number("sriov_stride")?);
+    if stride == 0 && num_vfs > 1 {
+        return None;
+    }
+    (0..num_vfs).map(|i| pf.virtfn(offset, stride, i)).collect()
+}
+
+/// A PF's VFs from its `virtfn<N>` links, in the order of N.
+fn vfs_by_links(ctx: &mut Ctx, path: &str) -> Vec<PciAddr> {
+    let mut vfs: Vec<(u32, PciAddr)> = ctx
+        .list(path)
+        .iter()
+        .filter_map(|n| n.strip_prefix("virtfn")?.parse::<u32>().ok())
+        .filter_map(|i| {
+            let link = ctx.fs.link_name(&join(path, &format!("virtfn{i}"))).ok()?;
+            Some((i, link.parse().ok()?))
+        })
+        .collect();
+    vfs.sort_by_key(|(i, _)| *i);
+    vfs.into_iter().map(|(_, a)| a).collect()
+}
+
 /// Class, vendor and device from a function's `uevent`, in a placement read where
 /// they save reads; `None` (quietly: captures may leave `uevent` out) when it cannot
 /// tell, and the attribute files are read instead.
@@ -686,26 +717,16 @@ fn read_function(
                     parse_dec::<u32>("sriov_numvfs", t)
                 })
                 .unwrap_or(0);
-            let mut vfs: Vec<(u32, PciAddr)> = ctx
-                .list(path)
-                .iter()
-                .filter_map(|n| n.strip_prefix("virtfn")?.parse::<u32>().ok())
-                .filter_map(|i| {
-                    Some((
-                        i,
-                        ctx.fs
-                            .link_name(&at(&format!("virtfn{i}")))
-                            .ok()?
-                            .parse()
-                            .ok()?,
-                    ))
-                })
-                .collect();
-            vfs.sort_by_key(|(i, _)| *i);
+            let vfs = if num_vfs == 0 {
+                Vec::new()
+            } else {
+                vfs_by_routing(ctx, address, path, num_vfs)
+                    .unwrap_or_else(|| vfs_by_links(ctx, path))
+            };
             Sriov {
                 total_vfs,
                 num_vfs,
-                vfs: vfs.into_iter().map(|(_, a)| a).collect(),
+                vfs,
             }
         })
     };

@@ -53,7 +53,8 @@ pub struct Sriov {
     pub total_vfs: u32,
     /// `sriov_numvfs`.
     pub num_vfs: u32,
-    /// `virtfn<N>` links, in VF index order.
+    /// The VFs, in VF index order: where `virtfn<N>` links to, placed by `sriov_offset`
+    /// and `sriov_stride` where the kernel shows them.
     pub vfs: Vec<PciAddr>,
 }
 

@@ -38,6 +38,25 @@ impl PciAddr {
         }
     }
 
+    /// VF `index` of this PF, whose SR-IOV capability gives the First VF Offset and VF
+    /// Stride (`sriov_offset`, `sriov_stride`): the routing ID (bus, device, function as
+    /// one number) of VF n is the PF's plus offset + n x stride, as the kernel places
+    /// VFs (`pci_iov_virtfn_bus`, `pci_iov_virtfn_devfn` in drivers/pci/iov.c). `None`
+    /// past bus 255.
+    pub fn virtfn(&self, offset: u32, stride: u32, index: u32) -> Option<Self> {
+        let pf = u32::from(self.bus) << 8 | u32::from(self.device) << 3 | u32::from(self.function);
+        let routing = stride
+            .checked_mul(index)
+            .and_then(|n| n.checked_add(offset))
+            .and_then(|n| n.checked_add(pf))?;
+        Some(Self::new(
+            self.domain,
+            u8::try_from(routing >> 8).ok()?,
+            ((routing >> 3) & 0x1f) as u8,
+            (routing & 7) as u8,
+        ))
+    }
+
     /// Whether `name` looks like a PCI address (a sysfs path component).
     pub fn looks_like(name: &str) -> bool {
         name.len() >= 12 && name.parse::<PciAddr>().is_ok()
