@@ -119,7 +119,13 @@ pub fn parse_rdma_cgroup_of(
 ) -> Result<Vec<RdmaLimit>, ParseError> {
     let mut out = Vec::new();
     // Lines by bytes: most are skipped on their first word alone.
-    for line in text.split_terminator('\n') {
+    let ends = memchr::memchr_iter(b'\n', text.as_bytes()).chain([text.len()]);
+    let mut start = 0;
+    for end in ends {
+        let Some(line) = text.get(start..end) else {
+            break;
+        };
+        start = end + 1;
         let line = line.trim_start();
         let end = line
             .bytes()

@@ -117,7 +117,8 @@ impl DirBackend {
     /// where the directory cannot be opened: the caller then takes the whole path (which
     /// reports why it fails).
     fn in_open_dir<'p>(&self, path: &'p str) -> Option<(Arc<OwnedFd>, &'p str)> {
-        let (dir, name) = path.rsplit_once('/')?;
+        let slash = memchr::memrchr(b'/', path.as_bytes())?;
+        let (dir, name) = (&path[..slash], &path[slash + 1..]);
         if name.is_empty() || name == "." || name == ".." || !self.reads_check_paths() {
             return None;
         }
