@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# What rdmatopo costs inside a Kubernetes pod, as whole processes (hyperfine) and as files
+# What rdmatopo costs inside a Kubernetes pod, as whole processes (timed side by side,
+# round by round: scripts/lib/interleave.py) and as files
 # opened (strace):
 #
 #   Part A (fixtures): on fixtures/pod-sriov, fixtures/pod-h100-2gpu-2vf (pods) and
 #   fixtures/h100-dgx (a host), `rdmatopo topo`, `nccl-env`, `doctor` (the pod's own devices,
 #   the default) and `topo --all` (every visible device) next to hwloc's
-#   `lstopo-no-graphics --whole-io` on the same tree (HWLOC_FSROOT). One hyperfine run per
+#   `lstopo-no-graphics --whole-io` on the same tree (HWLOC_FSROOT). One timed run per
 #   root; a table per root: median, min, files opened, lstopo's median / the command's.
 #
 #   Part B (flatness): a pod that owns 1 GPU and 1 VF on a synthetic SR-IOV host (16 GPUs,
 #   8 PFs; fixtures/tools/synth.py --pod) whose PFs carry 1, 8 and 64 VFs each, i.e. 7, 63
 #   and 511 VFs (and their RDMA devices) of other pods. What the pod owns stays the same,
-#   so topo, nccl-env and doctor should cost the same at every size. One hyperfine run over
+#   so topo, nccl-env and doctor should cost the same at every size. One timed run over
 #   all sizes and commands; a table of medians and files opened, and the growth from the
 #   smallest to the largest host.
 #
@@ -21,9 +22,9 @@
 #   scripts/bench-pod.sh                        # builds rdmatopo (release), 30 runs each
 #   RUNS=10 BIN=target/release/rdmatopo scripts/bench-pod.sh   # no build, fewer runs
 #
-# Needs: hyperfine, strace, lstopo-no-graphics (hwloc-nox), python3; cargo unless BIN is
+# Needs: strace, lstopo-no-graphics (hwloc-nox), python3; cargo unless BIN is
 # given; valgrind (optional) adds instruction counts to part B. On Debian: apt-get install
-# hyperfine strace hwloc-nox python3 valgrind. Exits 3 if one of the first four is
+# strace hwloc-nox python3 valgrind. Exits 3 if one of the first three is
 # missing. Prints a Markdown report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,9 +32,9 @@ repo=$PWD
 RUNS=${RUNS:-30}
 BIN=${BIN:-}
 
-for tool in hyperfine strace lstopo-no-graphics python3; do
+for tool in strace lstopo-no-graphics python3; do
   command -v "$tool" >/dev/null || {
-    echo "bench-pod: missing $tool (Debian: apt-get install hyperfine strace hwloc-nox python3)" >&2
+    echo "bench-pod: missing $tool (Debian: apt-get install strace hwloc-nox python3)" >&2
     exit 3
   }
 done
@@ -58,8 +59,9 @@ python3 fixtures/tools/unpack.py pod-sriov pod-h100-2gpu-2vf h100-dgx >/dev/null
 
 echo "# rdmatopo in a pod"
 echo
-echo "Machine: $(nproc) CPUs, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M:%S UTC'); $(hyperfine --version);" \
-  "$RUNS runs per command after 3 warm-ups (hyperfine -N -i); rdmatopo: a copy of \`${BUILT#"$repo"/}\` (as installed)."
+echo "Machine: $(nproc) CPUs, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M:%S UTC');" \
+  "$RUNS rounds after 3 warm-up rounds, each round every command of a table once, in turn" \
+  "(scripts/lib/interleave.py); rdmatopo: a copy of \`${BUILT#"$repo"/}\` (as installed)."
 
 # count_opens KEY ROOT LABEL COMMAND...: run COMMAND once under strace (one file per
 # thread, so no call is split across lines) and note which root and label KEY has.
@@ -70,17 +72,15 @@ count_opens() {
   printf '%s\t%s\t%s\n' "$key" "$root" "$label" >>"$work/keys.tsv"
 }
 
-# bench JSON ARGS...: one hyperfine invocation; its log is shown only if it fails.
+# bench JSON NAME CMDLINE...: the commands timed side by side, round by round
+# (scripts/lib/interleave.py), into hyperfine's JSON shape.
 bench() {
   local json=$1
   shift
-  if ! hyperfine -N -i --warmup 3 --runs "$RUNS" --export-json "$json" "$@" >"$work/hyperfine.log" 2>&1; then
-    cat "$work/hyperfine.log" >&2
-    exit 1
-  fi
+  python3 scripts/lib/interleave.py "$json" "$RUNS" 3 "$@"
 }
 
-# report MODE ARGS...: the Markdown tables, from hyperfine's JSON and strace's files.
+# report MODE ARGS...: the Markdown tables, from the timings' JSON and strace's files.
 report() {
   python3 - "$work" "$@" <<'PY'
 import glob, json, os, re, statistics, sys
@@ -117,11 +117,13 @@ if mode == "A":
     lstopo = res[prefix + "lstopo"][0]
     root = keys[ours[0]][0]
     print(f"\n## `{os.path.relpath(root)}`\n")
-    print("| command | median ms | min ms | files opened | ratio lstopo/this |")
-    print("|---|---:|---:|---:|---:|")
+    topo = res[prefix + "topo"][0]
+    print("| command | median ms | min ms | files opened | ratio lstopo/this | this/topo |")
+    print("|---|---:|---:|---:|---:|---:|")
     for k in ours:
         med, low = res[k]
-        print(f"| `{keys[k][1]}` | {ms(med)} | {ms(low)} | {opened(k)[0]} | {lstopo / med:.1f}x |")
+        print(f"| `{keys[k][1]}` | {ms(med)} | {ms(low)} | {opened(k)[0]} | {lstopo / med:.1f}x"
+              f" | {med / topo:.2f}x |")
 elif mode == "B":
     json_path, *sizes = args
     res = results(json_path)
@@ -159,13 +161,13 @@ for fx in pod-sriov pod-h100-2gpu-2vf h100-dgx; do
   args=()
   for c in "topo" "nccl-env" "doctor" "topo --all"; do
     key="A$i.${c// /_}"
-    args+=(--command-name "$key" "$rt $c --root $R")
+    args+=("$key" "$rt $c --root $R")
     # shellcheck disable=SC2086 # $c is a subcommand and its flags
     count_opens "$key" "$R" "rdmatopo $c" "$rt" $c --root "$R"
   done
   # hwloc reads the tree through HWLOC_FSROOT; without -x86 its CPUID backend would add
   # this machine's caches to the topology. rdmatopo ignores both variables.
-  args+=(--command-name "A$i.lstopo" "lstopo-no-graphics --whole-io")
+  args+=("A$i.lstopo" "lstopo-no-graphics --whole-io")
   count_opens "A$i.lstopo" "$R" "lstopo-no-graphics --whole-io" \
     env HWLOC_FSROOT="$R" HWLOC_COMPONENTS=-x86 lstopo-no-graphics --whole-io
   HWLOC_FSROOT=$R HWLOC_COMPONENTS=-x86 bench "$work/A$i.json" "${args[@]}"
@@ -181,7 +183,7 @@ for v in "${sizes[@]}"; do
   python3 fixtures/tools/synth.py "$work/pod$v" --pod --vfs "$v" --gids 4 >/dev/null
   for c in topo nccl-env doctor; do
     key="B$v.$c"
-    args+=(--command-name "$key" "$rt $c --root $work/pod$v")
+    args+=("$key" "$rt $c --root $work/pod$v")
     count_opens "$key" "$work/pod$v" "rdmatopo $c" "$rt" "$c" --root "$work/pod$v"
   done
 done
