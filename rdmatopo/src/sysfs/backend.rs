@@ -61,22 +61,27 @@ pub struct DirBackend {
     /// Linux before 5.6, or a seccomp profile that predates it, so files are opened with
     /// `openat`), or is not tried yet.
     openat2: AtomicU8,
-    /// The directories names were last read from, opened once a second name is read
+    /// The directories names were last read from, opened once a third name is read
     /// from one: files and links come in runs from a few directories (a port's 255 GID
     /// slots, `/sys/bus/pci/devices/*`), and a lookup of one name costs less than of the
     /// whole path from the root (eleven components to a GID slot).
     dirs: Mutex<OpenDirs>,
 }
 
-/// How many directories [`OpenDirs`] keeps open, and remembers as seen once: a GID slot's
+/// How many directories [`OpenDirs`] keeps open, and remembers as seen: a GID slot's
 /// reader goes round three (`gids`, `gid_attrs/types`, `gid_attrs/ndevs`).
 const OPEN_DIRS: usize = 4;
+
+/// Names read from a directory by their whole paths before it is opened: opening one
+/// for a second name costs the lookup it saves (a PCI function's few files in a
+/// placement read).
+const READS_BEFORE_OPEN: u8 = 2;
 
 /// Directories read from lately ([`DirBackend::in_open_dir`]), the most recent last.
 #[derive(Debug, Default)]
 struct OpenDirs {
-    /// Read from once, by the whole path.
-    seen: Vec<String>,
+    /// Read from by the whole path, and how many times.
+    seen: Vec<(String, u8)>,
     /// Open, for the names read from them since.
     open: Vec<(String, Arc<OwnedFd>)>,
 }
@@ -110,20 +115,20 @@ impl DirBackend {
         }
     }
 
-    /// The descriptor of `path`'s directory and its last name, when a name was read
-    /// from that directory before: the directory is opened beneath the root without
-    /// following symlinks (as reads are) and kept for the next names. `None` for the
-    /// first name read from a directory, where `openat2` is not known to work here, or
-    /// where the directory cannot be opened: the caller then takes the whole path (which
-    /// reports why it fails).
+    /// The descriptor of `path`'s directory and its last name, when
+    /// [`READS_BEFORE_OPEN`] names were read from that directory before: the directory
+    /// is opened beneath the root without following symlinks (as reads are) and kept for
+    /// the next names. `None` before that, where `openat2` is not known to work here,
+    /// where another thread is looking (never waited for), or where the directory cannot
+    /// be opened: the caller then takes the whole path (which reports why it fails).
     fn in_open_dir<'p>(&self, path: &'p str) -> Option<(Arc<OwnedFd>, &'p str)> {
         let slash = memchr::memrchr(b'/', path.as_bytes())?;
         let (dir, name) = (&path[..slash], &path[slash + 1..]);
         if name.is_empty() || name == "." || name == ".." || !self.reads_check_paths() {
             return None;
         }
-        // Held only to find or open the directory: threads read side by side.
-        let mut dirs = self.dirs.lock().ok()?;
+        // Threads read side by side: one that would wait takes the whole path instead.
+        let mut dirs = self.dirs.try_lock().ok()?;
         let OpenDirs { seen, open } = &mut *dirs;
         if let Some(i) = open.iter().position(|(d, _)| d == dir) {
             let hit = open.remove(i);
@@ -131,11 +136,19 @@ impl DirBackend {
             open.push(hit);
             return Some((fd, name));
         }
-        let Some(i) = seen.iter().position(|d| d == dir) else {
-            remember(seen, dir.to_string());
-            return None;
-        };
-        seen.remove(i);
+        match seen.iter().position(|(d, _)| d == dir) {
+            None => {
+                remember(seen, (dir.to_string(), 1));
+                return None;
+            }
+            Some(i) if seen[i].1 < READS_BEFORE_OPEN => {
+                seen[i].1 += 1;
+                return None;
+            }
+            Some(i) => {
+                seen.remove(i);
+            }
+        }
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let root_or_dir = if dir.is_empty() { "/" } else { dir };
         let fd = Arc::new(self.open_beneath(root_or_dir, flags)?.ok()?);
