@@ -606,13 +606,11 @@ fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Opt
 
 /// A PF's `num_vfs` VFs from its `sriov_offset` and `sriov_stride` ([`PciAddr::virtfn`]):
 /// two files in place of a `virtfn<N>` link per VF (a pod's PF carries dozens of other
-/// pods' VFs). `None` where the files are not there (older kernels, captures).
-fn vfs_by_routing(ctx: &Ctx, pf: PciAddr, path: &str, num_vfs: u32) -> Option<Vec<PciAddr>> {
-    let number = |name: &str| -> Option<u32> {
-        ctx.fs
-            .read_with(&join(path, name), |t| t.trim().parse().ok())
-            .ok()?
-    };
+/// pods' VFs). `None` where the files are not there (older kernels, captures) or do
+/// not parse (a diagnostic names the file).
+fn vfs_by_routing(ctx: &mut Ctx, pf: PciAddr, path: &str, num_vfs: u32) -> Option<Vec<PciAddr>> {
+    let mut number =
+        |name: &'static str| ctx.attr(&join(path, name), true, |t| parse_dec::<u32>(name, t));
     let (offset, stride) = (number("sriov_offset")?, number("sriov_stride")?);
     if stride == 0 && num_vfs > 1 {
         return None;

@@ -255,12 +255,7 @@ fn relative(path: &str) -> io::Result<&str> {
 impl Backend for DirBackend {
     fn kind(&self, path: &str) -> io::Result<EntryKind> {
         let st = rfs::statat(self.root()?, relative(path)?, AtFlags::SYMLINK_NOFOLLOW)?;
-        Ok(match rfs::FileType::from_raw_mode(st.st_mode) {
-            rfs::FileType::Symlink => EntryKind::Symlink,
-            rfs::FileType::Directory => EntryKind::Dir,
-            rfs::FileType::RegularFile => EntryKind::File,
-            _ => EntryKind::Other,
-        })
+        Ok(entry_kind(rfs::FileType::from_raw_mode(st.st_mode)))
     }
 
     fn read_link(&self, path: &str) -> io::Result<String> {
@@ -322,11 +317,8 @@ impl Backend for DirBackend {
             }
             // From `d_type` on sysfs, procfs and local filesystems; unknown elsewhere.
             let kind = match record.file_type() {
-                rfs::FileType::Symlink => Some(EntryKind::Symlink),
-                rfs::FileType::Directory => Some(EntryKind::Dir),
-                rfs::FileType::RegularFile => Some(EntryKind::File),
                 rfs::FileType::Unknown => None,
-                _ => Some(EntryKind::Other),
+                known => Some(entry_kind(known)),
             };
             let name = match std::str::from_utf8(name) {
                 Ok(name) => name.to_owned(),
@@ -335,6 +327,16 @@ impl Backend for DirBackend {
             entries.push((name, kind));
         }
         Ok(entries)
+    }
+}
+
+/// What a file type is to the reader.
+fn entry_kind(file_type: rfs::FileType) -> EntryKind {
+    match file_type {
+        rfs::FileType::Symlink => EntryKind::Symlink,
+        rfs::FileType::Directory => EntryKind::Dir,
+        rfs::FileType::RegularFile => EntryKind::File,
+        _ => EntryKind::Other,
     }
 }
 
