@@ -4,8 +4,9 @@
 # opened (strace):
 #
 #   Part A (fixtures): on fixtures/pod-sriov, fixtures/pod-h100-2gpu-2vf (pods) and
-#   fixtures/h100-dgx (a host), `rdmatopo topo`, `nccl-env`, `doctor` (the pod's own devices,
-#   the default) and `topo --all` (every visible device) next to hwloc's
+#   fixtures/h100-dgx (a host), `rdmatopo topo`, `nccl-env`, `doctor`, `gids`, `netdevs`,
+#   `qos`, `inventory` (the pod's own devices, the default) and with `--all` (every
+#   visible device) `topo`, `gids`, `netdevs`, `qos` and `inventory`, next to hwloc's
 #   `lstopo-no-graphics --whole-io` on the same tree (HWLOC_FSROOT). One timed run per
 #   root; a table per root: median, min, files opened, lstopo's median / the command's.
 #
@@ -159,7 +160,8 @@ i=0
 for fx in pod-sriov pod-h100-2gpu-2vf h100-dgx; do
   R=$(realpath "fixtures/$fx/root")
   args=()
-  for c in "topo" "nccl-env" "doctor" "topo --all"; do
+  for c in "topo" "nccl-env" "doctor" "topo --all" "gids" "gids --all" "netdevs" "netdevs --all" \
+    "qos" "qos --all" "inventory" "inventory --all"; do
     key="A$i.${c// /_}"
     args+=("$key" "$rt $c --root $R")
     # shellcheck disable=SC2086 # $c is a subcommand and its flags

@@ -101,6 +101,21 @@ const CASES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Answers that show a container's own devices by default, and with `--all` every
+/// device visible: (the default's file, the `--all` file). On a host the two are the
+/// same, and the `--all` file is kept only where they differ (a container's fixture):
+/// where it is absent, `--all` must print the default's file.
+const ALL_CASES: &[(&str, &str)] = &[
+    ("gids.txt", "gids-all.txt"),
+    ("gids.json", "gids-all.json"),
+    ("netdevs.txt", "netdevs-all.txt"),
+    ("netdevs.json", "netdevs-all.json"),
+    ("qos.txt", "qos-all.txt"),
+    ("nccl-topo.xml", "nccl-topo-all.xml"),
+    ("inventory.txt", "inventory-all.txt"),
+    ("inventory.json", "inventory-all.json"),
+];
+
 fn fixtures_dir() -> PathBuf {
     support::fixtures_dir()
 }
@@ -155,6 +170,35 @@ fn goldens() {
     let mut failures = Vec::new();
     for fixture in &fixtures {
         let expected_dir = fixture.join("expected");
+        for (default_file, file) in ALL_CASES {
+            let (_, args) = CASES
+                .iter()
+                .find(|(f, _)| f == default_file)
+                .expect("an --all case names a case");
+            let mut args = args.to_vec();
+            args.push("--all");
+            let actual = run_case(fixture, &args);
+            let path = expected_dir.join(file);
+            let default_path = expected_dir.join(default_file);
+            if bless {
+                if actual == run_case(fixture, &args[..args.len() - 1]) {
+                    let _ = std::fs::remove_file(&path);
+                } else {
+                    std::fs::write(&path, &actual).unwrap();
+                }
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path)
+                .or_else(|_| std::fs::read_to_string(&default_path))
+                .unwrap_or_default();
+            if expected != actual {
+                failures.push(format!(
+                    "{} (`--all`): differs\n{}",
+                    path.display(),
+                    first_difference(&expected, &actual)
+                ));
+            }
+        }
         for (file, args) in CASES {
             let actual = run_case(fixture, args);
             let path = expected_dir.join(file);

@@ -7,9 +7,11 @@
 
 mod support;
 use rdmatopo::checks::doctor;
+use rdmatopo::export::nccl_xml::{self, XmlOptions};
+use rdmatopo::export::qos;
 use rdmatopo::sysfs::MemTree;
 use rdmatopo::view::TopoMatrix;
-use rdmatopo::view::container::ContainerView;
+use rdmatopo::view::container::{ContainerView, Shown};
 use rdmatopo::view::plan::{Plan, PlanOptions};
 use rdmatopo::{Needs, Sysfs, Topology, View, discover_view};
 use std::path::PathBuf;
@@ -96,6 +98,81 @@ fn the_owned_view_gives_the_whole_answer_on_every_fixture() {
     }
     // The SR-IOV pods at least (pod-sriov, pod-h100-*).
     assert!(narrowed >= 5, "only {narrowed} fixtures were narrowed");
+}
+
+/// `gids`, `netdevs`, `qos` and `nccl-topo` show a container's own devices: what they
+/// print of those (the devices, this namespace's netdevs, the QoS report, the NCCL
+/// topology file) must be the whole read's, on every fixture, and a host's read for
+/// `gids` and `netdevs` must be theirs unchanged.
+#[test]
+fn the_devices_answers_show_are_the_whole_reads() {
+    let mut narrowed = 0;
+    for root in fixture_roots() {
+        let name = root.display().to_string();
+        // What `gids` prints of a device, and what `netdevs` does.
+        let gids = |t: &Topology, d: &str| -> Vec<_> {
+            let d = t.rdma_device(d).unwrap();
+            let of_ns = |g: &rdmatopo::model::Gid| g.netdev.as_ref().map(|n| t.netdev(n).is_some());
+            d.ports
+                .iter()
+                .map(|p| {
+                    let g: Vec<_> = p.gids.iter().map(|g| (g.clone(), of_ns(g))).collect();
+                    (p.number, p.link_layer, g)
+                })
+                .collect()
+        };
+        let netdevs = |t: &Topology, d: &str| -> Vec<_> {
+            let d = t.rdma_device(d).unwrap();
+            d.ports
+                .iter()
+                .map(|p| {
+                    let n = p.netdev.as_deref().and_then(|n| t.netdev(n));
+                    let n = n.map(|n| (n.carrier, n.master.clone(), n.bond.clone()));
+                    (p.number, p.link_layer, p.netdev.clone(), n)
+                })
+                .collect()
+        };
+        let whole = discover_view(&Sysfs::at(&root), Needs::ALL, View::All).unwrap();
+        for needs in [Needs::GIDS, Needs::NETDEVS] {
+            let owned = discover_view(&Sysfs::at(&root), needs, View::Owned).unwrap();
+            let shown = Shown::of(&owned, false);
+            let Some(devices) = &shown.owned else {
+                if owned.view.is_none() && !ContainerView::of(&whole).context.is_container() {
+                    let host = discover_view(&Sysfs::at(&root), needs, View::All).unwrap();
+                    assert_eq!(owned, host, "{name}: {needs:?} on a host");
+                }
+                continue;
+            };
+            narrowed += 1;
+            assert_eq!(shown, Shown::of(&whole, false), "{name}: {needs:?} shown");
+            for d in devices {
+                if needs == Needs::GIDS {
+                    assert_eq!(gids(&owned, d), gids(&whole, d), "{name}: gids {d}");
+                } else {
+                    assert_eq!(
+                        netdevs(&owned, d),
+                        netdevs(&whole, d),
+                        "{name}: netdevs {d}"
+                    );
+                }
+            }
+        }
+        let (all, owned, _, _) = both(|| Sysfs::at(&root), Needs::ALL);
+        let (shown_all, shown_owned) = (Shown::of(&all, false), Shown::of(&owned, false));
+        assert_eq!(shown_owned, shown_all, "{name}: shown");
+        assert_eq!(
+            qos::report_shown(&owned, &shown_owned),
+            qos::report_shown(&all, &shown_all),
+            "{name}: qos"
+        );
+        let opts = XmlOptions::default();
+        assert_eq!(
+            nccl_xml::write_shown(&owned, &opts, &shown_owned),
+            nccl_xml::write_shown(&all, &opts, &shown_all),
+            "{name}: nccl-topo"
+        );
+    }
+    assert!(narrowed >= 10, "only {narrowed} reads were narrowed");
 }
 
 /// The pod-sriov tree in memory, to be edited.

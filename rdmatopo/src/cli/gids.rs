@@ -14,6 +14,7 @@ use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::{Gid, Port, RdmaDevice};
 use rdmatopo::parse::{gid_is_link_local, ls_cmp, parse_gid};
+use rdmatopo::view::container::Shown;
 use rdmatopo::view::gid::{GidChoice, choose_gid, of_other_namespace};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -31,6 +32,10 @@ pub struct GidsArgs {
     pub port: Option<u32>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Every RDMA device visible, as `show_gids` lists them, even inside a container
+    /// (whose own devices are the default where they are certain).
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// One row (`rdmatopo.gids/1`).
@@ -57,6 +62,10 @@ struct Doc<'a> {
     /// NCCL's choice per RoCE port: keyed by device, or `device:port` on multi-port
     /// devices.
     recommended: BTreeMap<String, u32>,
+    /// Inside a container, the other containers' RDMA devices, left out (`--all`
+    /// lists them). Absent when none is.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    left_out: &'a [String],
 }
 
 /// What `show_gids` prints: every GID except the all-zero ones and the bare `fe80::`.
@@ -76,8 +85,15 @@ fn key(dev: &RdmaDevice, port: u32) -> String {
 }
 
 pub fn run(args: &GidsArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_needs(rdmatopo::Needs::GIDS)?;
+    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::GIDS, args.all)?;
+    let shown = Shown::of(&topo, args.all);
     let devices: Vec<&RdmaDevice> = match &args.device {
+        Some(name) if shown.left_out.contains(name) => {
+            return Err(format!(
+                "{name} is another container's RDMA device ({}); `rdmatopo gids --all {name}` shows its GIDs",
+                shown.context
+            ));
+        }
         Some(name) => {
             let d = topo.rdma_device(name).ok_or_else(|| {
                 let names: Vec<&str> = topo.rdma_devices.iter().map(|d| d.name.as_str()).collect();
@@ -99,7 +115,11 @@ pub fn run(args: &GidsArgs) -> Result<Output, String> {
             vec![d]
         }
         None => {
-            let mut all: Vec<&RdmaDevice> = topo.rdma_devices.iter().collect();
+            let mut all: Vec<&RdmaDevice> = topo
+                .rdma_devices
+                .iter()
+                .filter(|d| shown.shows(&d.name))
+                .collect();
             all.sort_by(|a, b| ls_cmp(&a.name, &b.name));
             all
         }
@@ -110,8 +130,19 @@ pub fn run(args: &GidsArgs) -> Result<Output, String> {
             schema: "rdmatopo.gids/1",
             gids: rows,
             recommended: choices.iter().map(|(k, c)| (k.clone(), c.index)).collect(),
+            left_out: if args.device.is_none() {
+                &shown.left_out
+            } else {
+                &[]
+            },
         }),
-        Format::Table => table(&topo, &rows, &choices),
+        Format::Table => {
+            let mut text = table(&topo, &rows, &choices);
+            if let Some(note) = shown.note().filter(|_| args.device.is_none()) {
+                let _ = writeln!(text, "\nnote: {note}");
+            }
+            text
+        }
     }))
 }
 

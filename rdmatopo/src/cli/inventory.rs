@@ -11,17 +11,18 @@ pub struct InventoryArgs {
     pub root: RootArgs,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// Inside a container, the model of what it owns: its devices in full, the others
-    /// by name only, as `discover()` in Python and C gives it by default. The
-    /// default is the whole machine.
+    /// Every device in full, even inside a container. The default there, where its
+    /// devices are certain, is the model of what it owns: its devices in full, the
+    /// others by name only, as `discover()` in Python and C gives it.
     #[arg(long)]
+    pub all: bool,
+    /// The default; kept for scripts written when `--all` was.
+    #[arg(long, hide = true, conflicts_with = "all")]
     pub owned: bool,
 }
 
 pub fn run(args: &InventoryArgs) -> Result<Output, String> {
-    let (_, topo) = args
-        .root
-        .discover_owned(rdmatopo::Needs::ALL, !args.owned)?;
+    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
     let view = ContainerView::of(&topo);
     Ok(Output::ok(match args.format {
         Format::Json => rdmatopo::inventory_json(&topo),

@@ -5,6 +5,7 @@ use super::{Format, Output, RootArgs, json};
 use clap::Args;
 use rdmatopo::export::nccl_xml::{self, XmlOptions};
 use rdmatopo::model::Diagnostic;
+use rdmatopo::view::container::Shown;
 use rdmatopo::view::plan::{Plan, PlanOptions, preferred_hcas};
 use rdmatopo::view::{PathClass, TopoMatrix};
 use serde::Serialize;
@@ -32,6 +33,10 @@ pub struct NcclTopoArgs {
     /// Output of --input.
     #[arg(long, value_enum, default_value = "table", requires = "input")]
     pub format: Format,
+    /// Every GPU and HCA visible, even inside a container (whose own devices, those its
+    /// NCCL finds, are the default where they are certain).
+    #[arg(long, conflicts_with = "input")]
+    pub all: bool,
 }
 
 pub fn run(args: &NcclTopoArgs) -> Result<Output, String> {
@@ -42,7 +47,8 @@ pub fn run(args: &NcclTopoArgs) -> Result<Output, String> {
 }
 
 fn write(args: &NcclTopoArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover()?;
+    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let shown = Shown::of(&topo, args.all);
     // The file must use the bus ids NCCL will compute: VF merging is off when the
     // environment or the plan turns it off.
     let env_off = topo
@@ -60,21 +66,29 @@ fn write(args: &NcclTopoArgs) -> Result<Output, String> {
         merge_vfs: !(env_off || plan_off),
         nets: args.nets,
     };
-    let xml = nccl_xml::write(&topo, &opts);
+    let xml = nccl_xml::write_shown(&topo, &opts, &shown);
     match &args.output {
         None => Ok(Output::ok(xml)),
         Some(path) => {
             std::fs::write(path, &xml)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            let hcas = topo.rdma_devices.iter().filter(|d| d.pci.is_some()).count();
-            Ok(Output::ok(format!(
-                "wrote {} ({} GPU{}, {hcas} HCA{}); use it with NCCL_TOPO_FILE={}\n",
+            let hcas = topo
+                .rdma_devices
+                .iter()
+                .filter(|d| d.pci.is_some() && shown.shows(&d.name))
+                .count();
+            let gpus = topo.gpus.iter().filter(|g| shown.shows_gpu(g.pci)).count();
+            let mut text = format!(
+                "wrote {} ({gpus} GPU{}, {hcas} HCA{}); use it with NCCL_TOPO_FILE={}\n",
                 path.display(),
-                topo.gpus.len(),
-                if topo.gpus.len() == 1 { "" } else { "s" },
+                if gpus == 1 { "" } else { "s" },
                 if hcas == 1 { "" } else { "s" },
                 path.display()
-            )))
+            );
+            if let Some(note) = shown.note() {
+                let _ = writeln!(text, "note: {note}");
+            }
+            Ok(Output::ok(text))
         }
     }
 }

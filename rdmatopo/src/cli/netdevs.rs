@@ -7,6 +7,7 @@ use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::{Netdev, Port, RdmaDevice};
 use rdmatopo::parse::ls_cmp;
+use rdmatopo::view::container::Shown;
 use rdmatopo::view::gid::is_roce;
 use serde::Serialize;
 use std::fmt::Write;
@@ -17,6 +18,10 @@ pub struct NetdevsArgs {
     pub root: RootArgs,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Every RDMA device visible, as `ibdev2netdev` lists them, even inside a container
+    /// (whose own devices are the default where they are certain).
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// One port (`rdmatopo.netdevs/1`).
@@ -74,9 +79,16 @@ fn row(topo: &Topology, dev: &RdmaDevice, port: &Port) -> Row {
 }
 
 pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_needs(rdmatopo::Needs::NETDEVS)?;
+    let (_, topo) = args
+        .root
+        .discover_owned(rdmatopo::Needs::NETDEVS, args.all)?;
+    let shown = Shown::of(&topo, args.all);
     // In `ibdev2netdev`'s order: `ls` of the devices, then of each one's ports.
-    let mut devices: Vec<&RdmaDevice> = topo.rdma_devices.iter().collect();
+    let mut devices: Vec<&RdmaDevice> = topo
+        .rdma_devices
+        .iter()
+        .filter(|d| shown.shows(&d.name))
+        .collect();
     devices.sort_by(|a, b| ls_cmp(&a.name, &b.name));
     let rows: Vec<Row> = devices
         .into_iter()
@@ -89,22 +101,26 @@ pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
     Ok(Output::ok(match args.format {
         Format::Json => {
             #[derive(Serialize)]
-            struct Doc {
+            struct Doc<'a> {
                 schema: &'static str,
                 ports: Vec<Row>,
+                /// Inside a container, the other containers' RDMA devices, left out.
+                #[serde(skip_serializing_if = "<[String]>::is_empty")]
+                left_out: &'a [String],
             }
             json(&Doc {
                 schema: "rdmatopo.netdevs/1",
                 ports: rows,
+                left_out: &shown.left_out,
             })
         }
-        Format::Table => table(&topo, &rows),
+        Format::Table => table(&topo, &rows, &shown),
     }))
 }
 
-fn table(topo: &Topology, rows: &[Row]) -> String {
+fn table(topo: &Topology, rows: &[Row], shown: &Shown) -> String {
     let mut s = String::new();
-    if rows.is_empty() {
+    if rows.is_empty() && shown.left_out.is_empty() {
         let _ = writeln!(s, "no RDMA device under {}", topo.root);
     }
     for r in rows {
@@ -132,6 +148,10 @@ fn table(topo: &Topology, rows: &[Row]) -> String {
             let _ = write!(s, "  [slave of {m}]");
         }
         s.push('\n');
+    }
+    // After the lines, which stay `ibdev2netdev`'s.
+    if let Some(note) = shown.note() {
+        let _ = writeln!(s, "note: {note}");
     }
     s
 }

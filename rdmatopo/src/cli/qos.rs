@@ -4,7 +4,8 @@
 
 use super::{Format, Output, RootArgs, json};
 use clap::Args;
-use rdmatopo::export::qos::{report, table};
+use rdmatopo::export::qos::{report_shown, table};
+use rdmatopo::view::container::Shown;
 
 #[derive(Args, Debug)]
 pub struct QosArgs {
@@ -12,11 +13,15 @@ pub struct QosArgs {
     pub root: RootArgs,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Every RDMA device visible, even inside a container (whose own devices are the
+    /// default where they are certain).
+    #[arg(long)]
+    pub all: bool,
 }
 
 pub fn run(args: &QosArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover()?;
-    let v = report(&topo);
+    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let v = report_shown(&topo, &Shown::of(&topo, args.all));
     Ok(Output::ok(match args.format {
         Format::Json => json(&v),
         Format::Table => table(&topo.root, &v),

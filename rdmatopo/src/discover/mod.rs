@@ -34,10 +34,13 @@ pub enum DiscoverError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Needs {
-    /// NUMA nodes and their CPUs (`/sys/devices/system/node`), the PCI tree, the process
-    /// view and the NVML/verbs facts. Without them a read holds RDMA devices and netdevs
-    /// only.
+    /// NUMA nodes and their CPUs (`/sys/devices/system/node`), the PCI tree and the
+    /// process view. Without them a read holds RDMA devices and netdevs only.
     pub machine: bool,
+    /// The NVML and verbs facts ([`crate::sources`]; with `machine` only): loading
+    /// libnvidia-ml can cost more than a whole read, so an answer about RDMA devices
+    /// alone goes without.
+    pub sources: bool,
     /// How much of each PCI function.
     pub pci: PciFacts,
     /// `node<N>/distance` of each NUMA node.
@@ -140,6 +143,7 @@ impl Needs {
     /// Everything the model holds: `doctor`, `inventory`, `snapshot`, the faces.
     pub const ALL: Self = Self {
         machine: true,
+        sources: true,
         pci: PciFacts::Whole,
         numa_distances: true,
         host: HostFacts::Whole,
@@ -158,6 +162,7 @@ impl Needs {
     /// Nothing: a start for stating needs field by field.
     pub const NONE: Self = Self {
         machine: false,
+        sources: false,
         pci: PciFacts::Placement,
         numa_distances: false,
         host: HostFacts::None,
@@ -177,6 +182,7 @@ impl Needs {
     /// On a DGX-class tree this opens about a fifteenth of the files of [`Needs::ALL`].
     pub const TOPO: Self = Self {
         machine: true,
+        sources: true,
         ..Self::NONE
     };
 
@@ -226,13 +232,26 @@ impl Needs {
         ..Self::ALL
     };
 
-    /// What a container's answer reads where this answer is asked on a host: `topo`
-    /// shows the ownership in a container, which the host's matrix does not need.
+    /// What this answer reads inside a container: its own needs and the ownership view
+    /// (the process view, uverbs nodes, the RDMA netns mode and the default route, this
+    /// namespace's netdevs by kind and link, the ports they are on and the GID slots up
+    /// to the first naming one of them, and the PCI placement). `topo` becomes
+    /// [`Needs::TOPO_IN_CONTAINER`]; `doctor`'s and `nccl-env`'s hold it already.
     pub fn in_container(self) -> Self {
-        if self == Self::TOPO {
-            Self::TOPO_IN_CONTAINER
-        } else {
-            self
+        let netdevs = match self.netdevs {
+            // The printed netdevs' carrier and bonds are no part of `Links`.
+            NetdevFacts::Printed => NetdevFacts::Whole,
+            other => other.max(NetdevFacts::Links),
+        };
+        Self {
+            machine: true,
+            host: self.host.max(HostFacts::Ownership),
+            process_whole: true,
+            ports: true,
+            uverbs: true,
+            gids: self.gids.max(GidFacts::UpToNetdev),
+            netdevs,
+            ..self
         }
     }
 }
@@ -343,7 +362,7 @@ impl<'a> Discoverer<'a> {
                 root: self.fs.label().to_string(),
             });
         }
-        let Some(narrowing) = self.narrowing.filter(|_| self.needs.machine) else {
+        let Some(narrowing) = self.narrowing else {
             return Ok(self.read(self.needs, false, None));
         };
         // The process view first: it alone tells a container from a host.
@@ -404,9 +423,12 @@ impl<'a> Discoverer<'a> {
         let mut ctx = Ctx::new(self.fs, needs);
         ctx.outline = outline;
         ctx.rdma_limits_later = outline;
-        // Reads of RDMA devices and netdevs alone never collect: loading libnvidia-ml
-        // would cost more than their whole read.
-        let sources: &[&dyn FactSource] = if needs.machine { &self.sources } else { &[] };
+        // Only where the answer needs them ([`Needs::sources`]).
+        let sources: &[&dyn FactSource] = if needs.machine && needs.sources {
+            &self.sources
+        } else {
+            &[]
+        };
         // Sources that wait on a driver are collected on a thread of their own while
         // sysfs is read here (NVML's initialisation alone can take longer than the
         // whole tree); the others after sysfs, in line (quicker than starting a thread).

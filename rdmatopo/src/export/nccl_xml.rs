@@ -29,6 +29,7 @@ use crate::parse::{
     CpuSet, LinkLayer, LinkSpeed, PciAddr, PortState, Rate, parse_cpumask, parse_hex_u32,
 };
 use crate::view::affinity::numa_of;
+use crate::view::container::Shown;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -247,8 +248,14 @@ fn place(topo: &Topology, real: PciAddr, shown: PciAddr, nodes: &mut BTreeMap<Pc
 
 /// The NCCL topology XML of `topo`.
 pub fn write(topo: &Topology, opts: &XmlOptions) -> String {
+    write_shown(topo, opts, &Shown::of(topo, true))
+}
+
+/// The NCCL topology XML of the GPUs and HCAs `shown` (inside a container, its own:
+/// those its NCCL finds, as CUDA and `ibv_open_device` let it).
+pub fn write_shown(topo: &Topology, opts: &XmlOptions, shown: &Shown) -> String {
     let mut nodes: BTreeMap<PciAddr, TreeNode> = BTreeMap::new();
-    for g in &topo.gpus {
+    for g in topo.gpus.iter().filter(|g| shown.shows_gpu(g.pci)) {
         place(topo, g.pci, g.pci, &mut nodes);
     }
     // HCAs in NCCL's device order (PCI bus id since NCCL 2.29.7, then name); `port` is
@@ -256,7 +263,7 @@ pub fn write(topo: &Topology, opts: &XmlOptions) -> String {
     let mut hcas: Vec<&RdmaDevice> = topo
         .rdma_devices
         .iter()
-        .filter(|d| d.pci.is_some())
+        .filter(|d| d.pci.is_some() && shown.shows(&d.name))
         .collect();
     hcas.sort_by(|a, b| {
         a.pci

@@ -3,15 +3,23 @@
 //! selects, as JSON data or as a table.
 
 use crate::model::Topology;
+use crate::view::container::Shown;
 use crate::view::plan::{Plan, PlanOptions};
 use crate::view::qos::{NOT_IN_SYSFS, PortView, QosView, SCHEMA, nccl_env, port_view, prios};
 use std::fmt::Write;
 
 /// The QoS view of every RDMA port, and the NCCL variables for the plan's ports.
 pub fn report(topo: &Topology) -> QosView {
+    report_shown(topo, &Shown::of(topo, true))
+}
+
+/// [`report`] of the ports of the devices `shown` (inside a container, its own), with
+/// a note naming those left out.
+pub fn report_shown(topo: &Topology, shown: &Shown) -> QosView {
     let ports: Vec<PortView> = topo
         .rdma_devices
         .iter()
+        .filter(|d| shown.shows(&d.name))
         .flat_map(|d| d.ports.iter().map(move |p| port_view(topo, d, p)))
         .collect();
     let plan = Plan::compute(topo, &PlanOptions::default()).ok();
@@ -60,6 +68,7 @@ pub fn report(topo: &Topology) -> QosView {
             "NCCL_IB_SL is not set: no sysfs fact gives the service level the subnet manager's QoS policy assigns to compute traffic (opensm `qos_policy_file`, UFM); NCCL uses SL 0 unless told".to_string(),
         );
     }
+    notes.extend(shown.note());
     QosView {
         schema: SCHEMA.to_string(),
         ports,

@@ -220,6 +220,84 @@ impl ContainerView {
     }
 }
 
+/// Which GPUs and RDMA devices an answer about the machine's devices shows: inside a
+/// container whose devices are certain, those it owns (`--all` shows every one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    /// The RDMA devices shown; `None`: every device of the model.
+    pub owned: Option<BTreeSet<String>>,
+    /// The GPUs shown; `None`: every GPU of the model.
+    pub owned_gpus: Option<BTreeSet<PciAddr>>,
+    /// The devices left out, in natural order: the model's others and those an owned
+    /// view only names ([`Topology::other_rdma_devices`]).
+    pub left_out: Vec<String>,
+    pub context: Context,
+}
+
+impl Shown {
+    /// For `topo`: every device where `all`, on a host, or where ownership is uncertain.
+    pub fn of(topo: &Topology, all: bool) -> Self {
+        if all {
+            return Self {
+                owned: None,
+                owned_gpus: None,
+                left_out: Vec::new(),
+                context: Context::of(topo),
+            };
+        }
+        let view = ContainerView::of(topo);
+        let narrowed = view.context.is_container() && view.certain;
+        let owned: Option<BTreeSet<String>> =
+            narrowed.then(|| view.owned_rdma().into_iter().collect());
+        let owned_gpus = narrowed.then(|| view.owned_gpus().into_iter().collect());
+        let left_out = match &owned {
+            None => Vec::new(),
+            Some(owned) => crate::parse::merge_natural(
+                topo.rdma_devices
+                    .iter()
+                    .map(|d| d.name.as_str())
+                    .filter(|n| !owned.contains(*n)),
+                topo.other_rdma_devices(),
+            )
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        };
+        Self {
+            owned,
+            owned_gpus,
+            left_out,
+            context: view.context,
+        }
+    }
+
+    /// Whether the RDMA device `name` is shown.
+    pub fn shows(&self, name: &str) -> bool {
+        self.owned.as_ref().is_none_or(|o| o.contains(name))
+    }
+
+    /// Whether the GPU at `pci` is shown.
+    pub fn shows_gpu(&self, pci: PciAddr) -> bool {
+        self.owned_gpus.as_ref().is_none_or(|o| o.contains(&pci))
+    }
+
+    /// The line saying what is left out, when anything is.
+    pub fn note(&self) -> Option<String> {
+        let n = self.left_out.len();
+        (n > 0).then(|| {
+            let names = if n <= 4 {
+                self.left_out.join(", ")
+            } else {
+                format!("{}, … ({n} in all)", self.left_out[..3].join(", "))
+            };
+            format!(
+                "RDMA devices of another container are left out ({}): {names}; `--all` shows every visible device",
+                self.context
+            )
+        })
+    }
+}
+
 fn state_of<K: PartialEq>(list: &[Owned<K>], key: &K) -> Ownership {
     list.iter()
         .find(|o| &o.key == key)
