@@ -38,8 +38,8 @@ pub mod sysfs;
 pub mod view;
 
 pub use discover::{
-    CrossCheck, DiscoverError, Discoverer, Focus, GidFacts, HostFacts, Narrowing, Needs,
-    NetdevFacts, PciFacts,
+    CrossCheck, DeviceFacts, DiscoverError, Discoverer, Focus, GidFacts, HostFacts, Narrowing,
+    Needs, NetdevFacts, PciFacts,
 };
 pub use model::Topology;
 pub use sysfs::Sysfs;

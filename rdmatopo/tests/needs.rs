@@ -372,3 +372,86 @@ fn nccl_envs_needs_give_the_whole_plan_on_every_fixture() {
         }
     }
 }
+
+/// A file of `tree` as text.
+fn text_of(tree: &rdmatopo::sysfs::MemTree, path: &str) -> Option<String> {
+    tree.entries()
+        .find(|(p, _)| *p == path)
+        .and_then(|(_, e)| match e {
+            rdmatopo::sysfs::MemEntry::File(bytes) => String::from_utf8(bytes.clone()).ok(),
+            _ => None,
+        })
+}
+
+/// The plan's fallbacks read what the fixtures' plans never need: with no default route
+/// the bootstrap interface comes from the netdevs' state and addresses, and with no CPU
+/// mask and no NUMA locality a rank's CPUs from the online CPUs. [`Needs::NCCL_ENV`]
+/// must read those then.
+#[test]
+fn nccl_envs_needs_give_the_whole_plan_in_its_fallbacks() {
+    let cases = [
+        "pod-sriov",
+        "dual-socket-pcie",
+        "h100-dgx",
+        "pod-macvlan-inbox",
+    ];
+    for (name, no_locality) in cases.iter().flat_map(|n| [(*n, false), (*n, true)]) {
+        let archive = support::fixtures_dir().join(name).join("root.tar.gz");
+        let mut tree = rdmatopo::snapshot::load(&archive).unwrap();
+        // No default route (the connected routes stay), no CPU mask anywhere.
+        let route = text_of(&tree, "/proc/net/route").unwrap();
+        let route: String = route
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) != Some("00000000"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        tree.file("/proc/net/route", &route);
+        let status = text_of(&tree, "/proc/self/status").unwrap();
+        let status: String = status
+            .lines()
+            .filter(|l| !l.starts_with("Cpus_allowed"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        tree.file("/proc/self/status", &status);
+        let cpusets: Vec<String> = tree
+            .entries()
+            .map(|(p, _)| p.to_string())
+            .filter(|p| {
+                p.ends_with("/cpuset.cpus.effective") || p.ends_with("/cpuset.effective_cpus")
+            })
+            .collect();
+        for p in cpusets {
+            tree.remove(&p);
+        }
+        if no_locality {
+            let cpulists: Vec<String> = tree
+                .entries()
+                .map(|(p, _)| p.to_string())
+                .filter(|p| p.ends_with("/cpulist") || p.ends_with("/local_cpulist"))
+                .collect();
+            for p in cpulists {
+                tree.remove(&p);
+            }
+        }
+        for view in [View::All, View::Owned] {
+            let read = |needs| {
+                let fs = Sysfs::memory(tree.clone(), name);
+                discover_view(&fs, needs, view).unwrap()
+            };
+            let whole = plan_json(&read(Needs::ALL));
+            assert!(
+                whole.contains("no default route"),
+                "{name} {view:?}: {whole}"
+            );
+            assert!(
+                whole.contains("CPU set is unknown"),
+                "{name} {view:?}: {whole}"
+            );
+            if no_locality {
+                assert!(whole.contains("binding to 0-"), "{name} {view:?}: {whole}");
+            }
+            let nccl = plan_json(&read(Needs::NCCL_ENV));
+            assert_eq!(nccl, whole, "{name} {view:?} (no locality: {no_locality})");
+        }
+    }
+}

@@ -111,6 +111,9 @@ pub(super) fn read_host(ctx: &mut Ctx, topo: &mut Topology) {
         return;
     }
     host.cpus_online = ctx.attr("/sys/devices/system/cpu/online", true, parse_cpulist);
+    if ctx.needs.host == HostFacts::Cpus {
+        return;
+    }
     host.cpu = ctx
         .fs
         .read_prefix("/proc/cpuinfo", 8192)

@@ -58,16 +58,15 @@ pub struct Needs {
     pub ports: bool,
     /// Each RDMA device's verbs node (`/sys/class/infiniband_verbs/uverbs<N>/ibdev`).
     pub uverbs: bool,
-    /// RDMA devices' adapter facts (`node_guid`, `sys_image_guid`, `fw_ver`, `hca_type`,
-    /// `board_id`) and ports' link state (`state`, `phys_state`, `rate`, `lid`).
-    pub device_state: bool,
+    /// How much of RDMA devices' adapter facts and ports' link state.
+    pub device: DeviceFacts,
     /// How much of each port's GID table.
     pub gids: GidFacts,
     /// How much of each netdev of this namespace.
     pub netdevs: NetdevFacts,
     /// The QoS of RoCE ports and their netdevs (`tc/`, `qos/`, `ecn/`).
     pub qos: bool,
-    /// The sources' facts checked against sysfs (needs `device_state`).
+    /// The sources' facts checked against sysfs (needs [`DeviceFacts::Whole`]).
     pub cross_check: bool,
     /// Inside a container, the functions below the root port of an owned GPU whose NICs
     /// are all elsewhere (the nearer NIC and the switch ports a distance check weighs).
@@ -99,8 +98,25 @@ pub enum HostFacts {
     None,
     /// What a container's ownership needs: `ib_core`'s `netns_mode` and the default route.
     Ownership,
-    /// Also the online CPUs, `/proc/cpuinfo`, the peer-memory module and the NVIDIA
-    /// driver's version.
+    /// Also the online CPUs (`/sys/devices/system/cpu/online`: what a rank is bound
+    /// within where this process's own CPUs are unknown).
+    Cpus,
+    /// Also `/proc/cpuinfo`, the peer-memory module and the NVIDIA driver's version.
+    Whole,
+}
+
+/// How much of an RDMA device's adapter facts and its ports' link state a read takes
+/// ([`Needs::device`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DeviceFacts {
+    /// None: a device is its name, function, verbs node and ports.
+    None,
+    /// What tells a usable port and groups ports into adapters: each port's `state` and
+    /// the device's `sys_image_guid`.
+    Usable,
+    /// Every adapter fact (`node_type`, `node_guid`, `sys_image_guid`, `fw_ver`,
+    /// `hca_type`, `board_id`) and the ports' link state (`state`, `phys_state`, `rate`,
+    /// `lid`).
     Whole,
 }
 
@@ -135,6 +151,10 @@ pub enum NetdevFacts {
     /// of the virtual ones but `lo` (a container's network by kinds and links: a veth
     /// tells a pod's own namespace).
     Links,
+    /// As [`NetdevFacts::Links`]; where the default route names no netdev of this
+    /// namespace, also every netdev's `operstate` and IPv4 addresses (the interfaces
+    /// NCCL's bootstrap could use instead).
+    Routed,
     /// Also MTU, state, carrier, speed, address and IPv4 addresses.
     Whole,
 }
@@ -151,7 +171,7 @@ impl Needs {
         limits: true,
         ports: true,
         uverbs: true,
-        device_state: true,
+        device: DeviceFacts::Whole,
         gids: GidFacts::Whole,
         netdevs: NetdevFacts::Whole,
         qos: true,
@@ -170,7 +190,7 @@ impl Needs {
         limits: false,
         ports: false,
         uverbs: false,
-        device_state: false,
+        device: DeviceFacts::None,
         gids: GidFacts::None,
         netdevs: NetdevFacts::None,
         qos: false,
@@ -217,13 +237,21 @@ impl Needs {
         ..Self::NONE
     };
 
-    /// `nccl-env` and the rank plan: all but what only `doctor` judges (NUMA distances,
-    /// the process's limits (memlock, rdma cgroup), PCIe links, ACS and IOMMU groups, the
-    /// functions beside a GPU, the GID slots after NCCL's choice) and the sources'
-    /// cross-check. `tests/needs.rs` holds the plan read so equal to the plan of
-    /// [`Needs::ALL`] on every fixture.
+    /// `nccl-env` and the rank plan: the placement of GPUs and RDMA devices' functions
+    /// (with the GPUs' names), GID slots up to NCCL's choice, ports' state and adapters'
+    /// `sys_image_guid`, this namespace's netdevs by kind and link (and their state and
+    /// addresses where no default route names one), the online CPUs, QoS. Not what only
+    /// `doctor` or `inventory` shows (NUMA distances, the process's limits, other
+    /// functions' identity, PCIe links, ACS and IOMMU groups, the functions beside a
+    /// GPU, firmware and board ids, the MTU, the CPU model, the driver's version) nor
+    /// the sources' cross-check. `tests/needs.rs` holds the plan read so equal to the
+    /// plan of [`Needs::ALL`] on every fixture, and on edited ones for the fallbacks
+    /// (no default route, no CPU mask).
     pub const NCCL_ENV: Self = Self {
-        pci: PciFacts::Identity,
+        pci: PciFacts::Placement,
+        device: DeviceFacts::Usable,
+        netdevs: NetdevFacts::Routed,
+        host: HostFacts::Cpus,
         gids: GidFacts::UpToChoice,
         numa_distances: false,
         limits: false,
@@ -584,7 +612,7 @@ impl<'a> Discoverer<'a> {
         // A PF's devices are those under its function; the outline only named them.
         let under_pfs: Vec<(String, PciAddr)> = pfs
             .iter()
-            .filter(|_| needs.qos || needs.device_state)
+            .filter(|_| needs.qos || needs.device > DeviceFacts::None)
             .filter_map(|a| topo.pci_function(*a))
             .flat_map(|f| {
                 let names = ctx.list(&format!("{}/infiniband", f.path));

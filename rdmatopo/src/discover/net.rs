@@ -54,6 +54,19 @@ pub(super) fn read_netdevs(ctx: &mut Ctx, topo: &mut Topology) {
     if ctx.needs.netdevs == NetdevFacts::Whole {
         assign_ipv4(ctx, &mut out);
     }
+    let routed = |route: &str| out.iter().any(|n| n.name == route);
+    if ctx.needs.netdevs == NetdevFacts::Routed
+        && !topo
+            .host
+            .default_route_interface
+            .as_deref()
+            .is_some_and(routed)
+    {
+        for n in &mut out {
+            n.operstate = ctx.text(&join(&join(CLASS_DIR, &n.name), "operstate"), true);
+        }
+        assign_ipv4(ctx, &mut out);
+    }
     topo.netdevs = out;
 }
 

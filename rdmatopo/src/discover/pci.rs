@@ -728,9 +728,10 @@ fn read_function(
             }
         })
     };
-    // Names are for people reading the inventory; no analysis of a placement read
-    // looks at them (and the lookups touch pages of the bundled table).
-    let (vendor_name, device_name) = if full {
+    // Names are for people reading the inventory, and a GPU's for the plan's reasons
+    // where NVML does not name it; other lookups would touch pages of the bundled table
+    // for nothing.
+    let (vendor_name, device_name) = if full || is_gpu {
         names(vendor, device)
     } else {
         (None, None)

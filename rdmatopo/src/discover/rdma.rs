@@ -1,6 +1,6 @@
 //! RDMA devices (`/sys/class/infiniband`), their ports and GID tables.
 
-use super::{Ctx, GidFacts};
+use super::{Ctx, DeviceFacts, GidFacts};
 use crate::model::{DetailView, Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
 use crate::parse::{
     GidType, LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
@@ -235,12 +235,23 @@ fn read_device(
         .into_iter()
         .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n, gids))
         .collect();
-    if !ctx.needs.device_state {
-        return RdmaDevice {
-            ports,
-            uverbs,
-            ..RdmaDevice::named(name, pci)
-        };
+    match ctx.needs.device {
+        DeviceFacts::None => {
+            return RdmaDevice {
+                ports,
+                uverbs,
+                ..RdmaDevice::named(name, pci)
+            };
+        }
+        DeviceFacts::Usable => {
+            return RdmaDevice {
+                sys_image_guid: ctx.text(&at("sys_image_guid"), true),
+                ports,
+                uverbs,
+                ..RdmaDevice::named(name, pci)
+            };
+        }
+        DeviceFacts::Whole => {}
     }
     RdmaDevice {
         pci,
@@ -327,13 +338,25 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
     } else {
         ctx.par_filter_map(&slots, GID_SLOTS_PER_THREAD, read_slot)
     };
-    if !ctx.needs.device_state {
-        return Port {
-            link_layer,
-            gid_table_len,
-            gids,
-            ..Port::numbered(number)
-        };
+    match ctx.needs.device {
+        DeviceFacts::None => {
+            return Port {
+                link_layer,
+                gid_table_len,
+                gids,
+                ..Port::numbered(number)
+            };
+        }
+        DeviceFacts::Usable => {
+            return Port {
+                state: ctx.attr(&at("state"), false, parse_port_state),
+                link_layer,
+                gid_table_len,
+                gids,
+                ..Port::numbered(number)
+            };
+        }
+        DeviceFacts::Whole => {}
     }
     Port {
         number,
