@@ -15,9 +15,12 @@ import rdmatopo
 from conftest import FIXTURES, run_cli
 
 
-def test_json_is_the_cli_inventory_json(fixture_root: Path, cli: Path) -> None:
-    topo = rdmatopo.discover(str(fixture_root), view="all")
-    expected = run_cli(cli, "inventory", "--root", str(fixture_root), "--format", "json")
+@pytest.mark.parametrize("view", ["all", "owned"])
+def test_json_is_the_cli_inventory_json(fixture_root: Path, cli: Path, view: str) -> None:
+    """`discover(view="all")` is `inventory --all`, the default view is `inventory`'s."""
+    topo = rdmatopo.discover(str(fixture_root), view=view)
+    flags = ["--all"] if view == "all" else []
+    expected = run_cli(cli, "inventory", *flags, "--root", str(fixture_root), "--format", "json")
     assert topo.to_json() + "\n" == expected
 
 

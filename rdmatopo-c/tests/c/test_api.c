@@ -8,7 +8,9 @@
  *                                           fixtures/roce-lag, POD_ROOT fixtures/pod-sriov
  *        test_api FIXTURE_ROOT --json       print rdmatopo_topology_to_json of the whole
  *                                           machine (compared with `rdmatopo inventory
- *                                           --format json`)
+ *                                           --all --format json`)
+ *        test_api FIXTURE_ROOT --json-owned the same of the default view (compared with
+ *                                           `rdmatopo inventory --format json`)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "rdmatopo.h"
@@ -669,10 +671,10 @@ static void test_pod(const char *root) {
 
 /* ---------------------------------------------------------------- main */
 
-static int dump_json(const char *root) {
+static int dump_json(const char *root, rdmatopo_view view) {
     rdmatopo_topology *t = NULL;
     size_t required = 0;
-    if (rdmatopo_topology_discover_view(root, RDMATOPO_VIEW_ALL, &t) != RDMATOPO_STATUS_OK) {
+    if (rdmatopo_topology_discover_view(root, view, &t) != RDMATOPO_STATUS_OK) {
         fprintf(stderr, "discover: %s\n", rdmatopo_last_error_message());
         return 3;
     }
@@ -687,11 +689,13 @@ static int dump_json(const char *root) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s FIXTURE_ROOT [ROCE_ROOT [POD_ROOT] | --json]\n", argv[0]);
+        fprintf(stderr, "usage: %s FIXTURE_ROOT [ROCE_ROOT [POD_ROOT] | --json | --json-owned]\n",
+                argv[0]);
         return 2;
     }
     const char *root = argv[1];
-    if (argc > 2 && strcmp(argv[2], "--json") == 0) return dump_json(root);
+    if (argc > 2 && strcmp(argv[2], "--json") == 0) return dump_json(root, RDMATOPO_VIEW_ALL);
+    if (argc > 2 && strcmp(argv[2], "--json-owned") == 0) return dump_json(root, RDMATOPO_VIEW_OWNED);
 
     /* Before any failure, this thread's message is empty. */
     CHECK(strcmp(rdmatopo_last_error_message(), "") == 0);
