@@ -83,6 +83,9 @@ pub enum PciFacts {
     /// of RDMA devices' functions, `local_cpulist` of GPUs and of those functions that
     /// know no node, and the node of each host bridge holding such a GPU or function.
     Placement,
+    /// As [`PciFacts::Placement`], with each GPU's name from the bundled PCI ID table
+    /// (what the plan's reasons call a GPU where NVML does not name it).
+    Named,
     /// Every function's ids, subsystem ids, names, driver, `numa_node`,
     /// `local_cpulist` and SR-IOV (`sriov_*`, `virtfn<N>`).
     Identity,
@@ -248,7 +251,7 @@ impl Needs {
     /// plan of [`Needs::ALL`] on every fixture, and on edited ones for the fallbacks
     /// (no default route, no CPU mask).
     pub const NCCL_ENV: Self = Self {
-        pci: PciFacts::Placement,
+        pci: PciFacts::Named,
         device: DeviceFacts::Usable,
         netdevs: NetdevFacts::Routed,
         host: HostFacts::Cpus,
@@ -579,7 +582,7 @@ impl<'a> Discoverer<'a> {
         );
         // A placement read's functions are whole in the outline already, but for the
         // GPUs' nodes.
-        let detailed = if needs.pci == PciFacts::Placement {
+        let detailed = if needs.pci <= PciFacts::Named {
             pci::place_gpus(&mut ctx, topo, &focus.functions);
             BTreeSet::new()
         } else {

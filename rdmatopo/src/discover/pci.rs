@@ -97,6 +97,8 @@ struct Placement {
     /// container sees are other containers', so its own are placed once chosen
     /// ([`place_gpus`]).
     gpu_nodes: bool,
+    /// Name GPUs from the PCI ID table ([`PciFacts::Named`]).
+    gpu_names: bool,
 }
 
 impl Placement {
@@ -118,12 +120,14 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             nics,
             nodes: nodes(),
             gpu_nodes: false,
+            gpu_names: ctx.needs.pci >= PciFacts::Named,
         })
     } else {
-        (ctx.needs.pci == PciFacts::Placement).then(|| Placement {
+        (ctx.needs.pci <= PciFacts::Named).then(|| Placement {
             nics: topo.rdma_devices.iter().filter_map(|d| d.pci).collect(),
             nodes: nodes(),
             gpu_nodes: true,
+            gpu_names: ctx.needs.pci == PciFacts::Named,
         })
     };
     let names = match &needs {
@@ -432,6 +436,7 @@ pub(super) fn place_gpus(ctx: &mut Ctx, topo: &mut Topology, gpus: &BTreeSet<Pci
         nics: gpus.clone(),
         nodes: topo.numa_nodes.iter().map(|n| n.id).collect(),
         gpu_nodes: false,
+        gpu_names: false,
     };
     read_host_bridge_numa(ctx, &mut functions, &needs);
     let bridges: BTreeSet<&str> = functions
@@ -729,9 +734,9 @@ fn read_function(
         })
     };
     // Names are for people reading the inventory, and a GPU's for the plan's reasons
-    // where NVML does not name it; other lookups would touch pages of the bundled table
-    // for nothing.
-    let (vendor_name, device_name) = if full || is_gpu {
+    // where NVML does not name it; other lookups would cost instructions for nothing
+    // (a lookup is about ten thousand).
+    let (vendor_name, device_name) = if full || (is_gpu && needs.is_some_and(|n| n.gpu_names)) {
         names(vendor, device)
     } else {
         (None, None)
