@@ -373,16 +373,6 @@ fn nccl_envs_needs_give_the_whole_plan_on_every_fixture() {
     }
 }
 
-/// A file of `tree` as text.
-fn text_of(tree: &rdmatopo::sysfs::MemTree, path: &str) -> Option<String> {
-    tree.entries()
-        .find(|(p, _)| *p == path)
-        .and_then(|(_, e)| match e {
-            rdmatopo::sysfs::MemEntry::File(bytes) => String::from_utf8(bytes.clone()).ok(),
-            _ => None,
-        })
-}
-
 /// The plan's fallbacks read what the fixtures' plans never need: with no default route
 /// the bootstrap interface comes from the netdevs' state and addresses, and with no CPU
 /// mask and no NUMA locality a rank's CPUs from the online CPUs. [`Needs::NCCL_ENV`]
@@ -399,14 +389,14 @@ fn nccl_envs_needs_give_the_whole_plan_in_its_fallbacks() {
         let archive = support::fixtures_dir().join(name).join("root.tar.gz");
         let mut tree = rdmatopo::snapshot::load(&archive).unwrap();
         // No default route (the connected routes stay), no CPU mask anywhere.
-        let route = text_of(&tree, "/proc/net/route").unwrap();
+        let route = tree.text("/proc/net/route").unwrap().to_string();
         let route: String = route
             .lines()
             .filter(|l| l.split_whitespace().nth(1) != Some("00000000"))
             .map(|l| format!("{l}\n"))
             .collect();
         tree.file("/proc/net/route", &route);
-        let status = text_of(&tree, "/proc/self/status").unwrap();
+        let status = tree.text("/proc/self/status").unwrap().to_string();
         let status: String = status
             .lines()
             .filter(|l| !l.starts_with("Cpus_allowed"))

@@ -228,10 +228,7 @@ fn manifest(base: &str, removed: &[&str]) -> String {
 }
 
 fn file_of(t: &MemTree, path: &str) -> Option<String> {
-    t.entries().find_map(|(p, e)| match e {
-        MemEntry::File(b) if p == path => Some(String::from_utf8_lossy(b).into_owned()),
-        _ => None,
-    })
+    t.text(path).map(str::to_string)
 }
 
 #[test]

@@ -66,7 +66,6 @@ impl MemTree {
         self.insert(path, MemEntry::Dir)
     }
 
-    /// Number of entries.
     /// Remove `path` and, when it is a directory, everything below it.
     pub fn remove(&mut self, path: &str) -> &mut Self {
         let path = normalize(path);
@@ -87,12 +86,22 @@ impl MemTree {
         self
     }
 
+    /// Number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.entries.len() <= 1
+    }
+
+    /// The text of the file at `path` (`None` for anything else, or bytes that are not
+    /// UTF-8).
+    pub fn text(&self, path: &str) -> Option<&str> {
+        match self.entries.get(&normalize(path))? {
+            MemEntry::File(bytes) => std::str::from_utf8(bytes).ok(),
+            _ => None,
+        }
     }
 
     /// Every entry, in path order.
