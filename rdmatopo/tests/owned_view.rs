@@ -136,7 +136,7 @@ fn the_devices_answers_show_are_the_whole_reads() {
         for needs in [Needs::GIDS, Needs::NETDEVS] {
             let owned = discover_view(&Sysfs::at(&root), needs, View::Owned).unwrap();
             let shown = Shown::of(&owned, false);
-            let Some(devices) = &shown.owned else {
+            let Some(devices) = &shown.owned_rdma else {
                 if owned.view.is_none() && !ContainerView::of(&whole).context.is_container() {
                     let host = discover_view(&Sysfs::at(&root), needs, View::All).unwrap();
                     assert_eq!(owned, host, "{name}: {needs:?} on a host");
@@ -290,13 +290,7 @@ fn assert_widened(what: &str, all: &Topology, owned: &Topology, path: &str) {
 }
 
 fn environ(tree: &MemTree) -> String {
-    tree.entries()
-        .find(|(p, _)| *p == "/proc/self/environ")
-        .map(|(_, e)| match e {
-            rdmatopo::sysfs::MemEntry::File(bytes) => String::from_utf8(bytes.clone()).unwrap(),
-            _ => panic!("environ is a file"),
-        })
-        .unwrap()
+    tree.text("/proc/self/environ").unwrap().to_string()
 }
 
 /// Evidence that does not hold together widens the view to the whole read, with a

@@ -104,7 +104,9 @@ impl RootArgs {
     }
 
     pub fn discover(&self) -> Result<(Sysfs, Topology), String> {
-        self.discover_needs(rdmatopo::Needs::ALL)
+        let fs = self.open()?;
+        let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
+        Ok((fs, topo))
     }
 
     /// Discover what `needs` asks for, inside a container only of its own devices
@@ -121,13 +123,6 @@ impl RootArgs {
             rdmatopo::View::Owned
         };
         let topo = rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string())?;
-        Ok((fs, topo))
-    }
-
-    /// Discover only what `needs` asks for.
-    pub fn discover_needs(&self, needs: rdmatopo::Needs) -> Result<(Sysfs, Topology), String> {
-        let fs = self.open()?;
-        let topo = rdmatopo::discover_needs(&fs, needs).map_err(|e| e.to_string())?;
         Ok((fs, topo))
     }
 }

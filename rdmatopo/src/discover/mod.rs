@@ -249,7 +249,7 @@ impl Needs {
     /// GPU, firmware and board ids, the MTU, the CPU model, the driver's version) nor
     /// the sources' cross-check. `tests/needs.rs` holds the plan read so equal to the
     /// plan of [`Needs::ALL`] on every fixture, and on edited ones for the fallbacks
-    /// (no default route, no CPU mask).
+    /// (no default route, no CPU mask, no NUMA locality).
     pub const NCCL_ENV: Self = Self {
         pci: PciFacts::Named,
         device: DeviceFacts::Usable,

@@ -235,32 +235,20 @@ fn read_device(
         .into_iter()
         .map(|n| read_port(ctx, &join(&ports_dir, &n.to_string()), n, gids))
         .collect();
-    match ctx.needs.device {
-        DeviceFacts::None => {
-            return RdmaDevice {
-                ports,
-                uverbs,
-                ..RdmaDevice::named(name, pci)
-            };
-        }
-        DeviceFacts::Usable => {
-            return RdmaDevice {
-                sys_image_guid: ctx.text(&at("sys_image_guid"), true),
-                ports,
-                uverbs,
-                ..RdmaDevice::named(name, pci)
-            };
-        }
-        DeviceFacts::Whole => {}
-    }
+    // In the order the files were always read (diagnostics keep their order).
+    let (usable, whole) = (
+        ctx.needs.device >= DeviceFacts::Usable,
+        ctx.needs.device == DeviceFacts::Whole,
+    );
+    let mut text = |file: &str, read: bool| read.then(|| ctx.text(&at(file), true)).flatten();
     RdmaDevice {
         pci,
-        node_type: ctx.text(&at("node_type"), true),
-        node_guid: ctx.text(&at("node_guid"), true),
-        sys_image_guid: ctx.text(&at("sys_image_guid"), true),
-        fw_ver: ctx.text(&at("fw_ver"), true),
-        hca_type: ctx.text(&at("hca_type"), true),
-        board_id: ctx.text(&at("board_id"), true),
+        node_type: text("node_type", whole),
+        node_guid: text("node_guid", whole),
+        sys_image_guid: text("sys_image_guid", usable),
+        fw_ver: text("fw_ver", whole),
+        hca_type: text("hca_type", whole),
+        board_id: text("board_id", whole),
         ports,
         uverbs,
         name,
@@ -338,33 +326,23 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
     } else {
         ctx.par_filter_map(&slots, GID_SLOTS_PER_THREAD, read_slot)
     };
-    match ctx.needs.device {
-        DeviceFacts::None => {
-            return Port {
-                link_layer,
-                gid_table_len,
-                gids,
-                ..Port::numbered(number)
-            };
-        }
-        DeviceFacts::Usable => {
-            return Port {
-                state: ctx.attr(&at("state"), false, parse_port_state),
-                link_layer,
-                gid_table_len,
-                gids,
-                ..Port::numbered(number)
-            };
-        }
-        DeviceFacts::Whole => {}
-    }
+    let (usable, whole) = (
+        ctx.needs.device >= DeviceFacts::Usable,
+        ctx.needs.device == DeviceFacts::Whole,
+    );
     Port {
         number,
-        state: ctx.attr(&at("state"), false, parse_port_state),
-        phys_state: ctx.attr(&at("phys_state"), true, parse_phys_state),
-        rate: ctx.attr(&at("rate"), true, parse_rate),
+        state: usable
+            .then(|| ctx.attr(&at("state"), false, parse_port_state))
+            .flatten(),
+        phys_state: whole
+            .then(|| ctx.attr(&at("phys_state"), true, parse_phys_state))
+            .flatten(),
+        rate: whole
+            .then(|| ctx.attr(&at("rate"), true, parse_rate))
+            .flatten(),
         link_layer,
-        lid: ctx.text(&at("lid"), true),
+        lid: whole.then(|| ctx.text(&at("lid"), true)).flatten(),
         gid_table_len,
         gids,
         netdev: None,

@@ -225,7 +225,7 @@ impl ContainerView {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shown {
     /// The RDMA devices shown; `None`: every device of the model.
-    pub owned: Option<BTreeSet<String>>,
+    pub owned_rdma: Option<BTreeSet<String>>,
     /// The GPUs shown; `None`: every GPU of the model.
     pub owned_gpus: Option<BTreeSet<PciAddr>>,
     /// The devices left out, in natural order: the model's others and those an owned
@@ -239,7 +239,7 @@ impl Shown {
     pub fn of(topo: &Topology, all: bool) -> Self {
         if all {
             return Self {
-                owned: None,
+                owned_rdma: None,
                 owned_gpus: None,
                 left_out: Vec::new(),
                 context: Context::of(topo),
@@ -247,10 +247,10 @@ impl Shown {
         }
         let view = ContainerView::of(topo);
         let narrowed = view.context.is_container() && view.certain;
-        let owned: Option<BTreeSet<String>> =
+        let owned_rdma: Option<BTreeSet<String>> =
             narrowed.then(|| view.owned_rdma().into_iter().collect());
         let owned_gpus = narrowed.then(|| view.owned_gpus().into_iter().collect());
-        let left_out = match &owned {
+        let left_out = match &owned_rdma {
             None => Vec::new(),
             Some(owned) => crate::parse::merge_natural(
                 topo.rdma_devices
@@ -264,7 +264,7 @@ impl Shown {
             .collect(),
         };
         Self {
-            owned,
+            owned_rdma,
             owned_gpus,
             left_out,
             context: view.context,
@@ -273,7 +273,7 @@ impl Shown {
 
     /// Whether the RDMA device `name` is shown.
     pub fn shows(&self, name: &str) -> bool {
-        self.owned.as_ref().is_none_or(|o| o.contains(name))
+        self.owned_rdma.as_ref().is_none_or(|o| o.contains(name))
     }
 
     /// Whether the GPU at `pci` is shown.
