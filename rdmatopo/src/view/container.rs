@@ -283,16 +283,12 @@ impl Shown {
 
     /// The line saying what is left out, when anything is.
     pub fn note(&self) -> Option<String> {
-        let n = self.left_out.len();
-        (n > 0).then(|| {
-            let names = if n <= 4 {
-                self.left_out.join(", ")
-            } else {
-                format!("{}, … ({n} in all)", self.left_out[..3].join(", "))
-            };
+        let names: Vec<&str> = self.left_out.iter().map(String::as_str).collect();
+        (!names.is_empty()).then(|| {
             format!(
-                "RDMA devices of another container are left out ({}): {names}; `--all` shows every visible device",
-                self.context
+                "RDMA devices of another container are left out ({}): {}; `--all` shows every visible device",
+                self.context,
+                super::list_short(&names)
             )
         })
     }

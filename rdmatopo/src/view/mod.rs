@@ -20,6 +20,17 @@ pub use devices::{Devices, RankChoice, RankOutcome, RankRequest, WhenUnnamed};
 pub use naming::GpuNames;
 pub use scope::{Context, GpuNics, Judging, Scope};
 
+/// `a, b, c` or `a, b, … (n in all)`: a list of device names in one line.
+pub(crate) fn list_short(names: &[&str]) -> String {
+    let mut v: Vec<&str> = names.to_vec();
+    v.dedup();
+    if v.len() <= 4 {
+        v.join(", ")
+    } else {
+        format!("{}, … ({} in all)", v[..3].join(", "), v.len())
+    }
+}
+
 /// A question about the model that it cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -13,7 +13,7 @@ use super::affinity::numa_of;
 use super::container::{ContainerView, Ownership};
 use super::gid::{GidChoice, choose_gid, is_roce, unusable_reason};
 use super::naming::GpuNames;
-use super::{PathClass, ViewError, path_class};
+use super::{PathClass, ViewError, list_short, path_class};
 use crate::model::{
     Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, PciFunction, Port, RdmaDevice, Topology,
 };
@@ -806,17 +806,6 @@ fn gid_summary(topo: &Topology, port: &Port) -> String {
         .map(|(r, n)| format!("{n} GID{}: {r}", plural(*n)))
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// `a, b, c` or `a, b, … (n in all)`.
-fn list_short(names: &[&str]) -> String {
-    let mut v: Vec<&str> = names.to_vec();
-    v.dedup();
-    if v.len() <= 4 {
-        v.join(", ")
-    } else {
-        format!("{}, … ({} in all)", v[..3].join(", "), v.len())
-    }
 }
 
 /// Ports grouped by physical NIC: one adapter shows the same `sys_image_guid` on all its
