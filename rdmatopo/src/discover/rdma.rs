@@ -162,27 +162,42 @@ pub(super) fn read_focus(
         .filter(|(_, d)| focus.contains(&d.name))
         .map(|(i, d)| (i, d.name.clone(), d.uverbs.clone()))
         .collect();
-    let mut unconfirmed = Vec::new();
-    for (i, name, candidate) in wanted {
+    // Whole GID tables side by side, a device to a thread, as in a whole read: a pod's
+    // VFs each show 255 slots (a lone device's slots are spread instead). Without
+    // them a device is a dozen files, less than a thread costs to start.
+    let per_thread = if gids == GidFacts::Whole {
+        1
+    } else {
+        super::FUNCTIONS_PER_THREAD
+    };
+    let read = ctx.par_filter_map(&wanted, per_thread, |ctx, (i, name, candidate)| {
         // A device chosen without a candidate node (a PF of a VF): the one beside it.
-        let candidate = candidate.or_else(|| uverbs_beside(ctx, &join(CLASS_DIR, &name)));
+        let candidate = candidate
+            .clone()
+            .or_else(|| uverbs_beside(ctx, &join(CLASS_DIR, name)));
         if let Some(u) = &candidate {
             let path = join(&join(VERBS_DIR, u), "ibdev");
             let ibdev = ctx.text(&path, true);
             if ibdev.as_deref() != Some(name.as_str()) {
-                unconfirmed.push(Diagnostic::new(
+                return Some(Err(Diagnostic::new(
                     Severity::Warning,
                     "view-widened",
                     Some(&path),
                     format!(
                         "{u} sits beside {name} but its ibdev is {ibdev:?}; the whole machine is read instead of this container's devices"
                     ),
-                ));
-                continue;
+                )));
             }
         }
-        let dir = join(CLASS_DIR, &name);
-        topo.rdma_devices[i] = read_device(ctx, &dir, name, candidate, gids);
+        let dir = join(CLASS_DIR, name);
+        Some(Ok((*i, read_device(ctx, &dir, name.clone(), candidate, gids))))
+    });
+    let mut unconfirmed = Vec::new();
+    for device in read {
+        match device {
+            Ok((i, device)) => topo.rdma_devices[i] = device,
+            Err(diagnostic) => unconfirmed.push(diagnostic),
+        }
     }
     unconfirmed
 }
