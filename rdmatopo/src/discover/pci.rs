@@ -108,6 +108,10 @@ impl Placement {
     }
 }
 
+/// How many functions' placement reads cost one full read: a placement read opens one
+/// or two files of an endpoint, a full one about a dozen.
+const PLACEMENT_READS_PER_FULL: usize = 8;
+
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // A placement read takes only GPUs and RDMA devices' functions in detail.
     let nodes = || topo.numa_nodes.iter().map(|n| n.id).collect();
@@ -226,17 +230,19 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             path.to_string()
         }
     };
-    // Bridges placed by the tree cost no read in a placement read or an outline: only
-    // the others weigh on whether threads pay.
-    let read = if needs.is_some() {
-        paths
-            .iter()
-            .filter(|(a, _, _)| !parents.contains(a))
-            .count()
-    } else {
-        paths.len()
+    // Bridges placed by the tree cost no read in a placement read or an outline, and
+    // the others a file or two (`uevent`, a GPU's `numa_node`) against a dozen in
+    // full: only what is read weighs on whether threads pay.
+    let per_thread = match needs {
+        Some(_) => {
+            let read = paths
+                .iter()
+                .filter(|(a, _, _)| !parents.contains(a))
+                .count();
+            super::FUNCTIONS_PER_THREAD * PLACEMENT_READS_PER_FULL * paths.len() / read.max(1)
+        }
+        None => super::FUNCTIONS_PER_THREAD,
     };
-    let per_thread = super::FUNCTIONS_PER_THREAD * paths.len() / read.max(1);
     let mut functions: Vec<PciFunction> =
         ctx.par_filter_map(&paths, per_thread, |ctx, (addr, path, place)| {
             // An endpoint's `uevent` states its class and ids in one file (a GPU's or a
