@@ -365,6 +365,19 @@ fn nccl_envs_needs_give_the_whole_plan_on_every_fixture() {
                 (view, names)
             };
             assert_eq!(devices(&nccl), devices(&whole), "{name} {view:?}: the view");
+            // What the plan groups ports into adapters by, where their functions do not
+            // tell (Socket Direct, Multi-Host): no fixture's plan turns on it alone, so
+            // it is compared itself, for every device the plan weighs.
+            for device in &nccl.rdma_devices {
+                let Some(held) = whole.rdma_device(&device.name) else {
+                    continue;
+                };
+                assert_eq!(
+                    device.sys_image_guid, held.sys_image_guid,
+                    "{name} {view:?}: {}'s sys_image_guid",
+                    device.name
+                );
+            }
             assert!(
                 n_nccl <= n_whole,
                 "{name} {view:?}: {n_nccl} > {n_whole} files"
