@@ -739,9 +739,10 @@ pub(crate) struct Ctx<'a> {
     /// and those of its candidate RDMA devices: found by the RDMA outline, placed by the
     /// PCI one.
     pub named_functions: BTreeSet<PciAddr>,
-    /// Running on a reading thread of [`Ctx::par_filter_map`]: work is not spread again
-    /// (a device's GID table while devices are read side by side).
-    in_worker: bool,
+    /// On a reading thread of [`Ctx::par_filter_map`], the threads its share of the
+    /// work may spread over, itself included: a device's GID table while devices are
+    /// read side by side gets the CPUs the devices leave. `None`: all of them.
+    threads: Option<usize>,
     /// The process view leaves the rdma cgroup's limits to be read once the devices
     /// are known (a pod's files list every device of the host).
     pub rdma_limits_later: bool,
@@ -755,7 +756,7 @@ impl<'a> Ctx<'a> {
             needs,
             outline: false,
             named_functions: BTreeSet::new(),
-            in_worker: false,
+            threads: None,
             rdma_limits_later: false,
         }
     }
@@ -849,8 +850,9 @@ impl<'a> Ctx<'a> {
         per_thread: usize,
         f: impl Fn(&mut Ctx, &T) -> Option<R> + Sync,
     ) -> Vec<R> {
-        let threads = worker_threads(items.len(), per_thread);
-        if threads <= 1 || self.in_worker {
+        let limit = self.threads.unwrap_or_else(thread_limit);
+        let threads = worker_threads(items.len(), per_thread).min(limit);
+        if threads <= 1 {
             // Room for every item: untouched capacity costs no memory, growing copies.
             let mut out = Vec::with_capacity(items.len());
             out.extend(items.iter().filter_map(|item| f(self, item)));
@@ -866,7 +868,7 @@ impl<'a> Ctx<'a> {
         let work = || {
             let mut ctx = Ctx {
                 outline,
-                in_worker: true,
+                threads: Some((limit / threads).max(1)),
                 ..Ctx::new(fs, needs)
             };
             let mut chunks = Vec::new();
@@ -956,9 +958,15 @@ pub(crate) const LINKS_PER_THREAD: usize = 128;
 /// Most reading threads: sysfs lookups share kernel locks, so more stop paying.
 const MAX_THREADS: usize = 8;
 
-/// Threads for `items`: the CPUs this process may use, at most [`MAX_THREADS`] or
-/// `RDMATOPO_THREADS` (1: read on the calling thread only).
+/// Threads for `items`: [`thread_limit`], and fewer where each would get less than
+/// `per_thread` items.
 fn worker_threads(items: usize, per_thread: usize) -> usize {
+    thread_limit().min(items / per_thread.max(1)).max(1)
+}
+
+/// The most threads a read spreads over: the CPUs this process may use, at most
+/// [`MAX_THREADS`] or `RDMATOPO_THREADS` (1: read on the calling thread only).
+fn thread_limit() -> usize {
     // Asked once: on Linux the answer costs reads of the cgroup's CPU quota.
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
@@ -966,11 +974,7 @@ fn worker_threads(items: usize, per_thread: usize) -> usize {
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
         .unwrap_or(MAX_THREADS);
-    cores
-        .min(MAX_THREADS)
-        .min(cap)
-        .min(items / per_thread.max(1))
-        .max(1)
+    cores.min(MAX_THREADS).min(cap).max(1)
 }
 
 #[cfg(test)]

@@ -163,8 +163,9 @@ pub(super) fn read_focus(
         .map(|(i, d)| (i, d.name.clone(), d.uverbs.clone()))
         .collect();
     // Whole GID tables side by side, a device to a thread, as in a whole read: a pod's
-    // VFs each show 255 slots (a lone device's slots are spread instead). Without
-    // them a device is a dozen files, less than a thread costs to start.
+    // VFs each show 255 slots, and each device's slots spread over the CPUs the devices
+    // leave (all of them for a lone device). Without them a device is a dozen files,
+    // less than a thread costs to start.
     let per_thread = if gids == GidFacts::Whole {
         1
     } else {
