@@ -7,8 +7,10 @@
 #   fixtures/h100-dgx (a host), `rdmatopo topo`, `nccl-env`, `doctor`, `gids`, `netdevs`,
 #   `qos`, `inventory` (the pod's own devices, the default) and with `--all` (every
 #   visible device) `topo`, `gids`, `netdevs`, `qos` and `inventory`, next to hwloc's
-#   `lstopo-no-graphics --whole-io` on the same tree (HWLOC_FSROOT). One timed run per
-#   root; a table per root: median, min, files opened, lstopo's median / the command's.
+#   `lstopo-no-graphics --whole-io` on the same tree (HWLOC_FSROOT), and the floor of
+#   `doctor`: the files it opened, read by a C program that does nothing else
+#   (scripts/incumbents/readfiles.c). One timed run per root; a table per root: median,
+#   min, files opened, lstopo's median / the command's, the command's / topo's.
 #
 #   Part B (flatness): a pod that owns 1 GPU and 1 VF on a synthetic SR-IOV host (16 GPUs,
 #   8 PFs; fixtures/tools/synth.py --pod) whose PFs carry 1, 8 and 64 VFs each, i.e. 7, 63
@@ -23,10 +25,10 @@
 #   scripts/bench-pod.sh                        # builds rdmatopo (release), 30 runs each
 #   RUNS=10 BIN=target/release/rdmatopo scripts/bench-pod.sh   # no build, fewer runs
 #
-# Needs: strace, lstopo-no-graphics (hwloc-nox), python3; cargo unless BIN is
-# given; valgrind (optional) adds instruction counts to part B. On Debian: apt-get install
-# strace hwloc-nox python3 valgrind. Exits 3 if one of the first three is
-# missing. Prints a Markdown report.
+# Needs: strace, lstopo-no-graphics (hwloc-nox), python3, cc; cargo (and make, for the C
+# library of part C) unless BIN is given; valgrind (optional) adds instruction counts to
+# part B. On Debian: apt-get install strace hwloc-nox python3 gcc make valgrind. Exits 3
+# if one of the first three is missing. Prints a Markdown report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -55,13 +57,16 @@ BUILT=$(realpath "$BIN")
 cp "$BUILT" "$work/rdmatopo"
 rt=$work/rdmatopo
 
+# The floor of an answer: a C program that only opens, reads and closes a list of files.
+cc -O2 -o "$work/readfiles" scripts/incumbents/readfiles.c
+
 # 2. The fixtures' directory form (lstopo needs one).
 python3 fixtures/tools/unpack.py pod-sriov pod-h100-2gpu-2vf h100-dgx >/dev/null
 
 echo "# rdmatopo in a pod"
 echo
 echo "Machine: $(nproc) CPUs, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M:%S UTC');" \
-  "$RUNS rounds after 3 warm-up rounds, each round every command of a table once, in turn" \
+  "$RUNS rounds after 3 warm-up rounds, each round every command of a table once, in an order shuffled each round" \
   "(scripts/lib/interleave.py); rdmatopo: a copy of \`${BUILT#"$repo"/}\` (as installed)."
 
 # count_opens KEY ROOT LABEL COMMAND...: run COMMAND once under strace (one file per
@@ -69,7 +74,7 @@ echo "Machine: $(nproc) CPUs, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M:%S U
 count_opens() {
   local key=$1 root=$2 label=$3
   shift 3
-  strace -f -ff -qq -o "$work/strace/$key" -e trace=open,openat,openat2 "$@" >/dev/null 2>&1 || true
+  strace -f -ff -ttt -qq -o "$work/strace/$key" -e trace=open,openat,openat2 "$@" >/dev/null 2>&1 || true
   printf '%s\t%s\t%s\n' "$key" "$root" "$label" >>"$work/keys.tsv"
 }
 
@@ -167,6 +172,13 @@ for fx in pod-sriov pod-h100-2gpu-2vf h100-dgx; do
     # shellcheck disable=SC2086 # $c is a subcommand and its flags
     count_opens "$key" "$R" "rdmatopo $c" "$rt" $c --root "$R"
   done
+  # The floor of doctor's answer: the files it opened (in that order), read by one C
+  # process that does nothing else, on one thread.
+  python3 -c 'import sys; sys.path.insert(0, "scripts/lib"); import strace_opens
+print("\n".join(strace_opens.opened_paths(*sys.argv[1:])))' "$work/strace/A$i.doctor" "$R" >"$work/A$i.doctor.files"
+  args+=("A$i.floor" "$work/readfiles $R $work/A$i.doctor.files")
+  count_opens "A$i.floor" "$R" "floor: doctor's files, read by readfiles.c" \
+    "$work/readfiles" "$R" "$work/A$i.doctor.files"
   # hwloc reads the tree through HWLOC_FSROOT; without -x86 its CPUID backend would add
   # this machine's caches to the topology. rdmatopo ignores both variables.
   args+=("A$i.lstopo" "lstopo-no-graphics --whole-io")
@@ -246,7 +258,8 @@ PY
 else
   echo "| Python | not measured: \`$PYTHON -c 'import rdmatopo'\` fails (pip install ./rdmatopo-py) | |"
 fi
-cargo build --release -q -p rdmatopo-c
+# The Makefile builds the library and links it under its soname, as the binary asks.
+make -s -C rdmatopo-c lib >/dev/null
 cat >"$work/discover.c" <<'C'
 #include "rdmatopo.h"
 #include <stdio.h>

@@ -1,7 +1,10 @@
-"""Time whole processes side by side: each round runs every command once, in turn, so a
+"""Time whole processes side by side: each round runs every command once, so a
 shared machine's drift (another tenant, a frequency change) falls on all commands alike
 rather than on whichever ran during it. Ratios between commands are what the benchmarks
-judge, so they are taken within rounds.
+judge, so they are taken within rounds. The order is shuffled each round (seeded, so a
+run repeats): a process started right after a heavy one runs slower (a `topo` right
+after lstopo took 14% longer than the same `topo` two places later), and in a fixed
+order one command would always pay that.
 
     python3 interleave.py OUT.json RUNS WARMUP NAME CMDLINE [NAME CMDLINE ...]
 
@@ -12,6 +15,7 @@ error, named with its exit status."""
 
 import json
 import os
+import random
 import shlex
 import shutil
 import sys
@@ -31,8 +35,11 @@ def main(out: str, runs: str, warmup: str, *pairs: str) -> None:
     null = os.open(os.devnull, os.O_WRONLY)
     actions = [(os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, null, 2)]
     times: list[list[float]] = [[] for _ in names]
+    rng = random.Random(0)
+    commands = list(zip(names, argvs, times))
     for round_ in range(int(warmup) + int(runs)):
-        for name, (path, *argv), kept in zip(names, argvs, times):
+        rng.shuffle(commands)
+        for name, (path, *argv), kept in commands:
             start = time.perf_counter()
             pid = os.posix_spawn(path, argv, os.environ, file_actions=actions)
             _, status = os.waitpid(pid, 0)

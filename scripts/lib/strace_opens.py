@@ -47,3 +47,39 @@ def opened(prefix: str, root: str) -> tuple[int, int]:
             tried += 1
             ok += ret >= 0
     return ok, tried
+
+
+def opened_paths(prefix: str, root: str) -> list[str]:
+    """The files (not directories) a process opened under `root`, in the order opened, as
+    paths relative to it; a name opened from a directory's descriptor is joined to that
+    directory's path. Needs strace's timestamps (`-ttt`): threads share descriptors, so
+    their files are merged by time."""
+    timed = []
+    for part in glob.glob(prefix + ".*"):
+        with open(part) as f:
+            for line in f:
+                m = _OPEN.search(line)
+                if m:
+                    timed.append((float(line.split()[0]), *m.groups()))
+    timed.sort(key=lambda t: t[0])
+    dirs: dict[str, str] = {}
+    files = []
+    for _, dirfd, path, flags, ret in timed:
+        if int(ret) < 0:
+            continue
+        if dirfd in (None, "AT_FDCWD"):
+            if not path.startswith(root + "/"):
+                continue
+            rel = path[len(root) + 1 :]
+        elif path.split("/")[0] in TOP:
+            rel = path
+        elif dirfd in dirs:
+            rel = f"{dirs[dirfd]}/{path}"
+        else:
+            continue
+        if "O_DIRECTORY" in flags or "O_PATH" in flags:
+            dirs[ret] = rel
+        else:
+            dirs.pop(ret, None)
+            files.append(rel)
+    return files
