@@ -25,3 +25,40 @@ fn a_containers_needs_add_the_ownership_view_to_the_answers() {
     assert_eq!(netdevs.gids, GidFacts::UpToNetdev);
     assert!(!netdevs.sources);
 }
+
+/// Work spread inside a reading thread (a device's GID slots while devices are read side
+/// by side) uses only the CPUs the other threads leave: never more threads in all than a
+/// read may use, and results and their order as a sequential run gives them.
+#[test]
+fn spreading_inside_a_reading_thread_stays_within_the_thread_limit() {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    let fs = Sysfs::memory(MemTree::new(), "empty");
+    let mut ctx = Ctx::new(&fs, Needs::ALL);
+    let seen = Mutex::new(HashSet::new());
+    let note = || {
+        // Long enough per item that a started thread takes some.
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        seen.lock().unwrap().insert(std::thread::current().id());
+    };
+    let devices: Vec<usize> = (0..2).collect();
+    let read = ctx.par_filter_map(&devices, 1, |ctx, device| {
+        note();
+        let slots: Vec<usize> = (0..64).collect();
+        Some(ctx.par_filter_map(&slots, 1, |_, slot| {
+            note();
+            Some(device * 100 + slot)
+        }))
+    });
+    let expected: Vec<Vec<usize>> = devices
+        .iter()
+        .map(|d| (0..64).map(|s| d * 100 + s).collect())
+        .collect();
+    assert_eq!(read, expected);
+    let threads = seen.lock().unwrap().len();
+    assert!(
+        threads <= thread_limit(),
+        "{threads} threads read, at most {} may",
+        thread_limit()
+    );
+}
