@@ -11,15 +11,17 @@ _OPEN = re.compile(
 )
 
 
-def _opens(prefix: str):
-    """(dirfd, path, flags, returned) of every open, all threads."""
+def _opens(prefix: str, timed: bool = False):
+    """(dirfd, path, flags, returned) of every open, all threads; with `timed`, the line's
+    timestamp first (strace's `-ttt`)."""
     for part in glob.glob(prefix + ".*"):
         with open(part) as f:
             for line in f:
                 m = _OPEN.search(line)
                 if m:
                     dirfd, path, flags, ret = m.groups()
-                    yield dirfd, path, flags, int(ret)
+                    found = (dirfd, path, flags, int(ret))
+                    yield (float(line.split()[0]), *found) if timed else found
 
 
 def opened(prefix: str, root: str) -> tuple[int, int]:
@@ -54,18 +56,10 @@ def opened_paths(prefix: str, root: str) -> list[str]:
     paths relative to it; a name opened from a directory's descriptor is joined to that
     directory's path. Needs strace's timestamps (`-ttt`): threads share descriptors, so
     their files are merged by time."""
-    timed = []
-    for part in glob.glob(prefix + ".*"):
-        with open(part) as f:
-            for line in f:
-                m = _OPEN.search(line)
-                if m:
-                    timed.append((float(line.split()[0]), *m.groups()))
-    timed.sort(key=lambda t: t[0])
     dirs: dict[str, str] = {}
     files = []
-    for _, dirfd, path, flags, ret in timed:
-        if int(ret) < 0:
+    for _, dirfd, path, flags, ret in sorted(_opens(prefix, timed=True), key=lambda t: t[0]):
+        if ret < 0:
             continue
         if dirfd in (None, "AT_FDCWD"):
             if not path.startswith(root + "/"):
@@ -78,8 +72,8 @@ def opened_paths(prefix: str, root: str) -> list[str]:
         else:
             continue
         if "O_DIRECTORY" in flags or "O_PATH" in flags:
-            dirs[ret] = rel
+            dirs[str(ret)] = rel
         else:
-            dirs.pop(ret, None)
+            dirs.pop(str(ret), None)
             files.append(rel)
     return files
