@@ -522,6 +522,13 @@ mod tests {
         );
         t.file("/dev/infiniband/uverbs0", "");
         let (slot, ndev) = if pod { (5, "net1") } else { (3, "ens1") };
+        // A whole table, as the kernel makes it: the other slots empty.
+        for other in 0..8 {
+            t.file(
+                &format!("{ib}/ports/1/gids/{other}"),
+                "0000:0000:0000:0000:0000:0000:0000:0000\n",
+            );
+        }
         t.file(
             &format!("{ib}/ports/1/gids/{slot}"),
             "0000:0000:0000:0000:0000:ffff:0a00:0005\n",

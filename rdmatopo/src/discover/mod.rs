@@ -926,18 +926,16 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The names in a directory that are numbers (a port's GID slots), in numeric order.
-    pub fn numbered(&mut self, path: &str) -> Vec<u32> {
-        let mut numbers: Vec<u32> = match self.fs.list_names(path) {
-            Ok(names) => names.iter().filter_map(|n| n.parse().ok()).collect(),
+    /// The entries of a kernel table numbered from 0 (a port's GID slots), in order.
+    pub fn table(&mut self, path: &str) -> Vec<u32> {
+        match self.fs.table_len(path) {
+            Ok(len) => (0..u32::try_from(len).unwrap_or(u32::MAX)).collect(),
             Err(e) if e.is_not_found() => Vec::new(),
             Err(e) => {
                 self.unreadable(&e);
                 Vec::new()
             }
-        };
-        numbers.sort_unstable();
-        numbers
+        }
     }
 }
 

@@ -61,10 +61,10 @@ pub struct DirBackend {
     /// Linux before 5.6, or a seccomp profile that predates it, so files are opened with
     /// `openat`), or is not tried yet.
     openat2: AtomicU8,
-    /// The directories names were last read from, opened once a third name is read
-    /// from one: files and links come in runs from a few directories (a port's 255 GID
-    /// slots, `/sys/bus/pci/devices/*`), and a lookup of one name costs less than of the
-    /// whole path from the root (eleven components to a GID slot).
+    /// The directories names were last read or looked up in, opened once a third name
+    /// is read from one: files and links come in runs from a few directories (a port's
+    /// 255 GID slots, `/sys/bus/pci/devices/*`), and a lookup of one name costs less
+    /// than of the whole path from the root (eleven components to a GID slot).
     dirs: Mutex<OpenDirs>,
 }
 
@@ -254,7 +254,10 @@ fn relative(path: &str) -> io::Result<&str> {
 
 impl Backend for DirBackend {
     fn kind(&self, path: &str) -> io::Result<EntryKind> {
-        let st = rfs::statat(self.root()?, relative(path)?, AtFlags::SYMLINK_NOFOLLOW)?;
+        let st = match self.in_open_dir(path) {
+            Some((dir, name)) => rfs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW)?,
+            None => rfs::statat(self.root()?, relative(path)?, AtFlags::SYMLINK_NOFOLLOW)?,
+        };
         Ok(entry_kind(rfs::FileType::from_raw_mode(st.st_mode)))
     }
 

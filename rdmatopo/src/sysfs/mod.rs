@@ -115,6 +115,8 @@ pub struct Sysfs {
     /// from then on.
     careful: std::sync::atomic::AtomicBool,
     reads: std::sync::atomic::AtomicUsize,
+    /// The length [`Sysfs::table_len`] found last, tried first next time.
+    table_len_hint: std::sync::atomic::AtomicUsize,
     /// When recording, every logical path looked at (for `snapshot`).
     journal: Option<Mutex<std::collections::BTreeSet<String>>>,
     /// When recording, the bytes of every file read whole, by logical path, so the
@@ -163,6 +165,7 @@ impl Sysfs {
             unchecked: Mutex::new(HashSet::default()),
             careful: std::sync::atomic::AtomicBool::new(false),
             reads: std::sync::atomic::AtomicUsize::new(0),
+            table_len_hint: std::sync::atomic::AtomicUsize::new(0),
             journal: None,
             kept: None,
         }
@@ -730,6 +733,74 @@ impl Sysfs {
             .map_err(|e| SysfsError::from_io(path, e))?;
         entries.truncate(MAX_DIR_ENTRIES);
         Ok((real, entries))
+    }
+
+    /// How many entries a table numbered from `0` holds (a port's `gids`: the kernel
+    /// makes the names `0` to `len - 1`, no more, no gaps), found by looking names up
+    /// rather than listing the directory. A listing reads every name (and, on the disk
+    /// a capture is unpacked on, hashes each); a lookup finds one. The length the last
+    /// table had is tried first, since the ports of one host are alike: two lookups,
+    /// else about `2 log2(len)`. Where names are missing below the last (no kernel
+    /// leaves a gap), the table ends at a missing name the search met. At most
+    /// [`MAX_DIR_ENTRIES`]; a directory that is missing holds none.
+    pub fn table_len(&self, dir: &str) -> Result<usize, SysfsError> {
+        self.note(dir);
+        let real = self.checked(dir)?;
+        let has = |index: usize| -> Result<bool, SysfsError> {
+            let path = join(&real, &index.to_string());
+            match self.backend.kind(&path) {
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(SysfsError::from_io(&join(dir, &index.to_string()), e)),
+            }
+        };
+        let hint = self
+            .table_len_hint
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let len = if hint > 0 && has(hint - 1)? && (hint == MAX_DIR_ENTRIES || !has(hint)?) {
+            hint
+        } else if !has(0)? {
+            // Empty, or not a directory (which a lookup beneath a file on disk says, and
+            // one in memory does not).
+            match self.backend.kind(&real) {
+                Ok(EntryKind::Dir) => 0,
+                Ok(_) => {
+                    return Err(SysfsError::NotADirectory {
+                        path: dir.to_string(),
+                    });
+                }
+                Err(e) => return Err(SysfsError::from_io(dir, e)),
+            }
+        } else {
+            // `low` names are known to be there; the name `high` is not (or is past the
+            // most taken): doubling, then halving.
+            let (mut low, mut high) = (1, 1);
+            loop {
+                if high >= MAX_DIR_ENTRIES {
+                    high = MAX_DIR_ENTRIES;
+                    break;
+                }
+                if !has(high)? {
+                    break;
+                }
+                low = high + 1;
+                high *= 2;
+            }
+            while low < high {
+                let mid = low + (high - low) / 2;
+                if has(mid)? {
+                    low = mid + 1;
+                } else {
+                    high = mid;
+                }
+            }
+            low
+        };
+        if len > 0 {
+            self.table_len_hint
+                .store(len, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(len)
     }
 
     /// Sorted names, or empty when the directory does not exist.

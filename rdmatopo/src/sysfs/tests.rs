@@ -101,6 +101,69 @@ fn listing_is_sorted_and_missing_dirs_are_empty_with_list_opt() {
     assert!(fs.list("/sys/nothing").unwrap_err().is_not_found());
 }
 
+/// Tables of these lengths, each at `/sys/t/<len>`, and beside them a file, a
+/// directory of names that are not a table's, and a table with a gap (`0`-`9`, `200`).
+const TABLE_LENS: [usize; 11] = [0, 1, 2, 3, 4, 16, 255, 256, 256, 257, 1000];
+
+fn tables(mut add: impl FnMut(&str, bool)) {
+    for len in TABLE_LENS {
+        add(&format!("/sys/t/{len}"), true);
+        for i in 0..len {
+            add(&format!("/sys/t/{len}/{i}"), false);
+        }
+    }
+    add("/sys/t/file", false);
+    add("/sys/t/words", true);
+    add("/sys/t/words/gid", false);
+    add("/sys/t/words/4294967295", false);
+    add("/sys/t/gap", true);
+    for i in (0..10).chain([200]) {
+        add(&format!("/sys/t/gap/{i}"), false);
+    }
+}
+
+fn assert_table_lens(fs: &Sysfs) {
+    for len in TABLE_LENS {
+        assert_eq!(fs.table_len(&format!("/sys/t/{len}")), Ok(len), "{len}");
+    }
+    // In another order, so the length tried first is wrong both ways.
+    for len in TABLE_LENS.iter().rev() {
+        assert_eq!(fs.table_len(&format!("/sys/t/{len}")), Ok(*len), "{len}");
+    }
+    assert_eq!(fs.table_len("/sys/t/words"), Ok(0));
+    assert!(fs.table_len("/sys/t/missing").unwrap_err().is_not_found());
+    assert!(matches!(
+        fs.table_len("/sys/t/file"),
+        Err(SysfsError::NotADirectory { .. })
+    ));
+    // No kernel leaves a gap: the table ends at the first missing name met.
+    assert!(fs.table_len("/sys/t/gap").unwrap() <= 10);
+}
+
+#[test]
+fn a_table_is_as_long_as_its_numbered_names_in_memory_and_on_disk() {
+    let mut t = MemTree::new();
+    tables(|path, dir| {
+        if dir {
+            t.dir(path);
+        } else {
+            t.file(path, "0\n");
+        }
+    });
+    assert_table_lens(&Sysfs::memory(t, "mem"));
+
+    let root = tempfile::tempdir().unwrap();
+    tables(|path, dir| {
+        let at = root.path().join(path.trim_start_matches('/'));
+        if dir {
+            std::fs::create_dir_all(at).unwrap();
+        } else {
+            std::fs::write(at, "0\n").unwrap();
+        }
+    });
+    assert_table_lens(&Sysfs::at(root.path()));
+}
+
 #[test]
 fn link_name_and_read_link_do_not_follow() {
     let fs = tree();
