@@ -272,8 +272,13 @@ impl Sysfs {
         if matches!(name, "" | "." | "..") {
             return self.resolve(path, true).map(Cow::Owned);
         }
-        if path.len() == dir.len() + 1 + name.len() && self.cache_is_canonical(dir) {
-            return Ok(Cow::Borrowed(path));
+        if path.len() == dir.len() + 1 + name.len() {
+            // As `resolve` starts: a cached directory is its answer.
+            match self.cache_join(dir, name) {
+                Some(None) => return Ok(Cow::Borrowed(path)),
+                Some(Some(real)) => return Ok(Cow::Owned(real)),
+                None => {}
+            }
         }
         let dir = self.resolve(dir, true)?;
         Ok(Cow::Owned(join(&dir, name)))
@@ -481,12 +486,15 @@ impl Sysfs {
         Ok(Some((real, named)))
     }
 
-    /// Whether the directory `dir` is known to be canonical (resolved to itself).
+    /// `dir/name` through the cached resolution of the directory `dir`: `Some(None)`
+    /// when `dir` is canonical (the path is its own), `None` when `dir` is not cached.
+    /// One lookup for the attribute of a device named through a link (a port's GID slots
+    /// under `/sys/class/infiniband/<dev>`), not a walk.
     #[inline(never)] // see `cache_get`
-    fn cache_is_canonical(&self, dir: &str) -> bool {
-        self.resolved
-            .lock()
-            .is_ok_and(|cache| cache.get(dir).is_some_and(|real| &**real == dir))
+    fn cache_join(&self, dir: &str, name: &str) -> Option<Option<String>> {
+        let cache = self.resolved.lock().ok()?;
+        let real = cache.get(dir)?;
+        Some((**real != *dir).then(|| join(real, name)))
     }
 
     /// Whether `real`, or a directory above it, was taken from a link target and not
