@@ -118,14 +118,8 @@ pub fn parse_rdma_cgroup_of(
     wanted: impl Fn(&str) -> bool,
 ) -> Result<Vec<RdmaLimit>, ParseError> {
     let mut out = Vec::new();
-    // Lines by bytes: most are skipped on their first word alone.
-    let ends = memchr::memchr_iter(b'\n', text.as_bytes()).chain([text.len()]);
-    let mut start = 0;
-    for end in ends {
-        let Some(line) = text.get(start..end) else {
-            break;
-        };
-        start = end + 1;
+    // Most lines are skipped on their first word alone.
+    for line in text.split('\n') {
         let line = line.trim_start();
         let end = line
             .bytes()

@@ -122,7 +122,7 @@ impl DirBackend {
     /// where another thread is looking (never waited for), or where the directory cannot
     /// be opened: the caller then takes the whole path (which reports why it fails).
     fn in_open_dir<'p>(&self, path: &'p str) -> Option<(Arc<OwnedFd>, &'p str)> {
-        let slash = memchr::memrchr(b'/', path.as_bytes())?;
+        let slash = path.bytes().rposition(|b| b == b'/')?;
         let (dir, name) = (&path[..slash], &path[slash + 1..]);
         if name.is_empty() || name == "." || name == ".." || !self.reads_check_paths() {
             return None;

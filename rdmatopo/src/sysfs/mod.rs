@@ -932,8 +932,9 @@ fn prefixes(path: &str) -> impl Iterator<Item = &str> {
 
 fn split_last(path: &str) -> (&str, &str) {
     let trimmed = path.trim_end_matches('/');
-    // A vector search: std's `rfind` of a char walks paths of a hundred bytes one by one.
-    match memchr::memrchr(b'/', trimmed.as_bytes()) {
+    // From the end, a byte at a time: the last name is short. (A vector search would
+    // first ask the CPU what it has, and on a VM every `cpuid` traps.)
+    match trimmed.bytes().rposition(|b| b == b'/') {
         Some(0) => ("/", &trimmed[1..]),
         Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
         None => ("/", trimmed),
