@@ -746,6 +746,9 @@ pub(crate) struct Ctx<'a> {
     /// The process view leaves the rdma cgroup's limits to be read once the devices
     /// are known (a pod's files list every device of the host).
     pub rdma_limits_later: bool,
+    /// The length of the last kernel table read ([`Ctx::table`]), tried first for the
+    /// next: a host's ports are alike.
+    last_table_len: usize,
 }
 
 impl<'a> Ctx<'a> {
@@ -758,6 +761,7 @@ impl<'a> Ctx<'a> {
             named_functions: BTreeSet::new(),
             threads: None,
             rdma_limits_later: false,
+            last_table_len: 0,
         }
     }
 
@@ -858,7 +862,8 @@ impl<'a> Ctx<'a> {
             out.extend(items.iter().filter_map(|item| f(self, item)));
             return out;
         }
-        let (fs, needs, outline) = (self.fs, self.needs, self.outline);
+        let (fs, needs, outline, last_table_len) =
+            (self.fs, self.needs, self.outline, self.last_table_len);
         let next = std::sync::atomic::AtomicUsize::new(0);
         // A quarter of what makes a thread worth starting: one GID-table-sized device,
         // or a few PCI functions.
@@ -869,6 +874,7 @@ impl<'a> Ctx<'a> {
             let mut ctx = Ctx {
                 outline,
                 threads: Some((limit / threads).max(1)),
+                last_table_len,
                 ..Ctx::new(fs, needs)
             };
             let mut chunks = Vec::new();
@@ -928,8 +934,11 @@ impl<'a> Ctx<'a> {
 
     /// The entries of a kernel table numbered from 0 (a port's GID slots), in order.
     pub fn table(&mut self, path: &str) -> Vec<u32> {
-        match self.fs.table_len(path) {
-            Ok(len) => (0..u32::try_from(len).unwrap_or(u32::MAX)).collect(),
+        match self.fs.table_len(path, self.last_table_len) {
+            Ok(len) => {
+                self.last_table_len = len;
+                (0..u32::try_from(len).unwrap_or(u32::MAX)).collect()
+            }
             Err(e) if e.is_not_found() => Vec::new(),
             Err(e) => {
                 self.unreadable(&e);

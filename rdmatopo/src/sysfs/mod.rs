@@ -115,8 +115,6 @@ pub struct Sysfs {
     /// from then on.
     careful: std::sync::atomic::AtomicBool,
     reads: std::sync::atomic::AtomicUsize,
-    /// The length [`Sysfs::table_len`] found last, tried first next time.
-    table_len_hint: std::sync::atomic::AtomicUsize,
     /// When recording, every logical path looked at (for `snapshot`).
     journal: Option<Mutex<std::collections::BTreeSet<String>>>,
     /// When recording, the bytes of every file read whole, by logical path, so the
@@ -165,7 +163,6 @@ impl Sysfs {
             unchecked: Mutex::new(HashSet::default()),
             careful: std::sync::atomic::AtomicBool::new(false),
             reads: std::sync::atomic::AtomicUsize::new(0),
-            table_len_hint: std::sync::atomic::AtomicUsize::new(0),
             journal: None,
             kept: None,
         }
@@ -746,12 +743,12 @@ impl Sysfs {
     /// How many entries a table numbered from `0` holds (a port's `gids`: the kernel
     /// makes the names `0` to `len - 1`, no more, no gaps), found by looking names up
     /// rather than listing the directory. A listing reads every name (and, on the disk
-    /// a capture is unpacked on, hashes each); a lookup finds one. The length the last
-    /// table had is tried first, since the ports of one host are alike: two lookups,
-    /// else about `2 log2(len)`. Where names are missing below the last (no kernel
-    /// leaves a gap), the table ends at a missing name the search met. At most
-    /// [`MAX_DIR_ENTRIES`]; a directory that is missing holds none.
-    pub fn table_len(&self, dir: &str) -> Result<usize, SysfsError> {
+    /// a capture is unpacked on, hashes each); a lookup finds one. `guess` (0 for none)
+    /// is tried first, the length of another table of the host (its ports are alike):
+    /// two lookups, else about `2 log2(len)`. Where names are missing below the last (no
+    /// kernel leaves a gap), the table ends at a missing name the search met. At most
+    /// [`MAX_DIR_ENTRIES`].
+    pub fn table_len(&self, dir: &str, guess: usize) -> Result<usize, SysfsError> {
         self.note(dir);
         let real = self.checked(dir)?;
         let has = |index: usize| -> Result<bool, SysfsError> {
@@ -762,11 +759,9 @@ impl Sysfs {
                 Err(e) => Err(SysfsError::from_io(&join(dir, &index.to_string()), e)),
             }
         };
-        let hint = self
-            .table_len_hint
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let len = if hint > 0 && has(hint - 1)? && (hint == MAX_DIR_ENTRIES || !has(hint)?) {
-            hint
+        let guess = guess.min(MAX_DIR_ENTRIES);
+        let len = if guess > 0 && has(guess - 1)? && (guess == MAX_DIR_ENTRIES || !has(guess)?) {
+            guess
         } else if !has(0)? {
             // Empty, or not a directory (which a lookup beneath a file on disk says, and
             // one in memory does not).
@@ -804,10 +799,6 @@ impl Sysfs {
             }
             low
         };
-        if len > 0 {
-            self.table_len_hint
-                .store(len, std::sync::atomic::Ordering::Relaxed);
-        }
         Ok(len)
     }
 

@@ -123,21 +123,25 @@ fn tables(mut add: impl FnMut(&str, bool)) {
 }
 
 fn assert_table_lens(fs: &Sysfs) {
-    for len in TABLE_LENS {
-        assert_eq!(fs.table_len(&format!("/sys/t/{len}")), Ok(len), "{len}");
+    // Every guess against every table: none, right, too short and too long.
+    for guess in TABLE_LENS.iter().copied().chain([5, 300, 1 << 20]) {
+        for len in TABLE_LENS {
+            let dir = format!("/sys/t/{len}");
+            assert_eq!(fs.table_len(&dir, guess), Ok(len), "{len}, guess {guess}");
+        }
+        assert_eq!(fs.table_len("/sys/t/words", guess), Ok(0));
+        assert!(
+            fs.table_len("/sys/t/missing", guess)
+                .unwrap_err()
+                .is_not_found()
+        );
+        assert!(matches!(
+            fs.table_len("/sys/t/file", guess),
+            Err(SysfsError::NotADirectory { .. })
+        ));
+        // No kernel leaves a gap: the table ends at a missing name the search met.
+        assert!(fs.table_len("/sys/t/gap", guess).unwrap() <= 10);
     }
-    // In another order, so the length tried first is wrong both ways.
-    for len in TABLE_LENS.iter().rev() {
-        assert_eq!(fs.table_len(&format!("/sys/t/{len}")), Ok(*len), "{len}");
-    }
-    assert_eq!(fs.table_len("/sys/t/words"), Ok(0));
-    assert!(fs.table_len("/sys/t/missing").unwrap_err().is_not_found());
-    assert!(matches!(
-        fs.table_len("/sys/t/file"),
-        Err(SysfsError::NotADirectory { .. })
-    ));
-    // No kernel leaves a gap: the table ends at the first missing name met.
-    assert!(fs.table_len("/sys/t/gap").unwrap() <= 10);
 }
 
 #[test]
