@@ -932,17 +932,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The entries of a kernel table numbered from 0 (a port's GID slots), in order.
-    pub fn table(&mut self, path: &str) -> Vec<u32> {
+    /// How many entries a kernel table numbered from 0 holds (a port's GID slots): none
+    /// where the table is missing or unreadable (a diagnostic says which).
+    pub fn table_len(&mut self, path: &str) -> u32 {
         match self.fs.table_len(path, self.last_table_len) {
             Ok(len) => {
                 self.last_table_len = len;
-                (0..u32::try_from(len).unwrap_or(u32::MAX)).collect()
+                u32::try_from(len).unwrap_or(u32::MAX)
             }
-            Err(e) if e.is_not_found() => Vec::new(),
+            Err(e) if e.is_not_found() => 0,
             Err(e) => {
                 self.unreadable(&e);
-                Vec::new()
+                0
             }
         }
     }

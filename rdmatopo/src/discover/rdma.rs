@@ -275,8 +275,8 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
     let at = |f: &str| join(dir, f);
     let link_layer = ctx.attr(&at("link_layer"), false, parse_link_layer);
     let gids_dir = at("gids");
-    let mut slots = ctx.table(&gids_dir);
-    let gid_table_len = slots.last().map_or(0, |l| l + 1);
+    let gid_table_len = ctx.table_len(&gids_dir);
+    let mut slots: Vec<u32> = (0..gid_table_len).collect();
     // ibdev2netdev's relation: InfiniBand GIDs name no netdev (`ndevs` fails there),
     // and on RoCE the first slot naming one is the answer.
     let netdev_only = match gid_facts {

@@ -269,13 +269,11 @@ impl Sysfs {
         if matches!(name, "" | "." | "..") {
             return self.resolve(path, true).map(Cow::Owned);
         }
-        if path.len() == dir.len() + 1 + name.len() {
-            // As `resolve` starts: a cached directory is its answer.
-            match self.cache_join(dir, name) {
-                Some(None) => return Ok(Cow::Borrowed(path)),
-                Some(Some(real)) => return Ok(Cow::Owned(real)),
-                None => {}
-            }
+        // As `resolve` starts: a cached directory is its answer.
+        if path.len() == dir.len() + 1 + name.len()
+            && let Some(real) = self.cache_join(path, dir, name)
+        {
+            return Ok(real);
         }
         let dir = self.resolve(dir, true)?;
         Ok(Cow::Owned(join(&dir, name)))
@@ -483,15 +481,19 @@ impl Sysfs {
         Ok(Some((real, named)))
     }
 
-    /// `dir/name` through the cached resolution of the directory `dir`: `Some(None)`
-    /// when `dir` is canonical (the path is its own), `None` when `dir` is not cached.
-    /// One lookup for the attribute of a device named through a link (a port's GID slots
-    /// under `/sys/class/infiniband/<dev>`), not a walk.
+    /// `path` (`dir/name`) through the cached resolution of the directory `dir`: itself
+    /// when `dir` is canonical, `None` when `dir` is not cached. One lookup for the
+    /// attribute of a device named through a link (a port's GID slots under
+    /// `/sys/class/infiniband/<dev>`), not a walk.
     #[inline(never)] // see `cache_get`
-    fn cache_join(&self, dir: &str, name: &str) -> Option<Option<String>> {
+    fn cache_join<'p>(&self, path: &'p str, dir: &str, name: &str) -> Option<Cow<'p, str>> {
         let cache = self.resolved.lock().ok()?;
         let real = cache.get(dir)?;
-        Some((**real != *dir).then(|| join(real, name)))
+        Some(if **real == *dir {
+            Cow::Borrowed(path)
+        } else {
+            Cow::Owned(join(real, name))
+        })
     }
 
     /// Whether `real`, or a directory above it, was taken from a link target and not
