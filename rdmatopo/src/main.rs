@@ -9,6 +9,15 @@
 
 mod cli;
 
+// Rust's unwinder linked in from gcc's static `libgcc_eh.a` rather than `libgcc_s.so`:
+// the loader then neither maps that library nor runs its constructor, a CPU feature
+// probe whose `cpuid`s each trap to the hypervisor on a VM (0.14 ms of a start on the
+// 2-core VM, BENCHMARKS.md). Whole archive, so that nothing is left for `libgcc_s` to
+// provide and `--as-needed` drops it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[link(name = "gcc_eh", kind = "static", modifiers = "+whole-archive")]
+unsafe extern "C" {}
+
 #[cfg_attr(not(test), unsafe(export_name = "main"))]
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn start(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
