@@ -94,7 +94,7 @@ fn options(a: &AuditArgs) -> Result<AuditOptions, String> {
 /// One audit: the text in the chosen format and the exit code.
 fn once(a: &AuditArgs) -> Result<Output, String> {
     let opts = options(a)?;
-    let (_, topo) = a.root.discover()?;
+    let topo = a.root.discover()?;
     let alloc = allocation(a)?;
     let mut report = audit::audit(&topo, &alloc, &opts);
     report.node = a.node_name.clone();

@@ -18,16 +18,15 @@ pub struct DoctorArgs {
 
 /// Exit 0 clean, 1 warnings, 2 errors (3: could not run).
 pub fn run(args: &DoctorArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
     let report = doctor::run(&topo);
     let text = match args.format {
         Format::Json => json(&report),
         Format::Table => table(&report),
     };
-    Ok(Output {
-        text,
-        code: report.exit_code(),
-    })
+    let code = report.exit_code();
+    super::keep_until_exit((topo, report));
+    Ok(Output { text, code })
 }
 
 const WIDTH: usize = 100;

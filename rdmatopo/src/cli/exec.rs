@@ -77,7 +77,7 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
 }
 
 fn plan(args: &ExecArgs, live: bool) -> Result<RankOutcome, String> {
-    let (_, topo) = args
+    let topo = args
         .root
         .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
     // Live, the plan reads this process's own environment; a captured root brings its

@@ -85,7 +85,7 @@ fn key(dev: &RdmaDevice, port: u32) -> String {
 }
 
 pub fn run(args: &GidsArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::GIDS, args.all)?;
+    let topo = args.root.discover_owned(rdmatopo::Needs::GIDS, args.all)?;
     let shown = Shown::of(&topo, args.all);
     let devices: Vec<&RdmaDevice> = match &args.device {
         Some(name) if shown.left_out.contains(name) => {

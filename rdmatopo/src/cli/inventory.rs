@@ -22,12 +22,14 @@ pub struct InventoryArgs {
 }
 
 pub fn run(args: &InventoryArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
     let view = ContainerView::of(&topo);
-    Ok(Output::ok(match args.format {
+    let text = match args.format {
         Format::Json => rdmatopo::inventory_json(&topo),
         Format::Table => table(&topo, &view),
-    }))
+    };
+    super::keep_until_exit((topo, view));
+    Ok(Output::ok(text))
 }
 
 /// The ownership word and, inside a container or for a device that is not this

@@ -231,7 +231,7 @@ fn plugin_output<T: Serialize>(
 }
 
 fn shared(a: &SharedArgs) -> Result<Output, String> {
-    let (_, topo) = a.root.discover()?;
+    let topo = a.root.discover()?;
     let opts = SharedDevPluginOptions {
         rdma_hca_max: a.rdma_hca_max,
         resource_prefix: a.resource_prefix.clone(),
@@ -249,7 +249,7 @@ fn shared(a: &SharedArgs) -> Result<Output, String> {
 }
 
 fn sriov(a: &SriovArgs) -> Result<Output, String> {
-    let (_, topo) = a.root.discover()?;
+    let topo = a.root.discover()?;
     let opts = SriovDpOptions {
         resource_prefix: a.resource_prefix.clone(),
         pool_by: a.pool_by.into(),
@@ -267,7 +267,7 @@ fn sriov(a: &SriovArgs) -> Result<Output, String> {
 
 /// The feature file for the root, with the expiry counted from now.
 fn nfd_file(a: &NfdArgs) -> Result<(String, usize), String> {
-    let (_, topo) = a.root.discover()?;
+    let topo = a.root.discover()?;
     let opts = NfdOptions {
         prefix: a.label_prefix.clone(),
     };
@@ -310,7 +310,7 @@ fn nfd_print(a: &NfdArgs) -> Result<Output, String> {
     if a.format == NfdFormat::Features {
         return nfd_file(a).map(|(text, _)| Output::ok(text));
     }
-    let (_, topo) = a.root.discover()?;
+    let topo = a.root.discover()?;
     let opts = NfdOptions {
         prefix: a.label_prefix.clone(),
     };
@@ -326,7 +326,7 @@ fn nfd_print(a: &NfdArgs) -> Result<Output, String> {
 }
 
 fn pod(a: &PodArgs) -> Result<Output, String> {
-    let (_, topo) = a.root.discover()?;
+    let topo = a.root.discover()?;
     let opts = PodOptions {
         gpus: a.gpus,
         network: match a.network {

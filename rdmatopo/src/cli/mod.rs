@@ -103,27 +103,27 @@ impl RootArgs {
         rdmatopo::open_root(self.root.as_deref()).map_err(|e| e.to_string())
     }
 
-    pub fn discover(&self) -> Result<(Sysfs, Topology), String> {
+    /// Discover the whole machine. The root's reader (its cached descriptors and
+    /// paths) is kept until exit (`keep_until_exit`).
+    pub fn discover(&self) -> Result<Topology, String> {
         let fs = self.open()?;
-        let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
-        Ok((fs, topo))
+        let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string());
+        keep_until_exit(fs);
+        topo
     }
 
     /// Discover what `needs` asks for, inside a container only of its own devices
-    /// unless `all` (see `rdmatopo::discover_view`).
-    pub fn discover_owned(
-        &self,
-        needs: rdmatopo::Needs,
-        all: bool,
-    ) -> Result<(Sysfs, Topology), String> {
+    /// unless `all` (see `rdmatopo::discover_view`); the reader is kept until exit.
+    pub fn discover_owned(&self, needs: rdmatopo::Needs, all: bool) -> Result<Topology, String> {
         let fs = self.open()?;
         let view = if all {
             rdmatopo::View::All
         } else {
             rdmatopo::View::Owned
         };
-        let topo = rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string())?;
-        Ok((fs, topo))
+        let topo = rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string());
+        keep_until_exit(fs);
+        topo
     }
 }
 
@@ -148,7 +148,8 @@ impl Output {
 
 /// Leave `value` to the end of the process instead of dropping it: the command returns
 /// only to print its output and exit, and freeing a model's thousands of allocations
-/// one by one is work the kernel's teardown of the whole heap makes unnecessary.
+/// one by one (or closing a reader's cached descriptors one system call each) is work
+/// the kernel's teardown of the whole process makes unnecessary.
 pub fn keep_until_exit<T>(value: T) {
     std::mem::forget(value);
 }

@@ -34,7 +34,7 @@ pub struct NcclEnvArgs {
 }
 
 pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
-    let (_, topo) = args
+    let topo = args
         .root
         .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
     let plan = Plan::compute(
@@ -46,10 +46,12 @@ pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    Ok(Output::ok(match args.format {
+    let text = match args.format {
         EnvFormat::Json => plan.to_json(),
         EnvFormat::Shell => shell(&plan, &topo.root),
-    }))
+    };
+    super::keep_until_exit((topo, plan));
+    Ok(Output::ok(text))
 }
 
 /// Quote for a POSIX shell: single quotes, with `'` written as `'\''`.

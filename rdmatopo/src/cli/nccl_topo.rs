@@ -47,7 +47,7 @@ pub fn run(args: &NcclTopoArgs) -> Result<Output, String> {
 }
 
 fn write(args: &NcclTopoArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
     let shown = Shown::of(&topo, args.all);
     // The file must use the bus ids NCCL will compute: VF merging is off when the
     // environment or the plan turns it off.

@@ -79,7 +79,7 @@ fn row(topo: &Topology, dev: &RdmaDevice, port: &Port) -> Row {
 }
 
 pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
-    let (_, topo) = args
+    let topo = args
         .root
         .discover_owned(rdmatopo::Needs::NETDEVS, args.all)?;
     let shown = Shown::of(&topo, args.all);

@@ -20,10 +20,12 @@ pub struct QosArgs {
 }
 
 pub fn run(args: &QosArgs) -> Result<Output, String> {
-    let (_, topo) = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
     let v = report_shown(&topo, &Shown::of(&topo, args.all));
-    Ok(Output::ok(match args.format {
+    let text = match args.format {
         Format::Json => json(&v),
         Format::Table => table(&topo.root, &v),
-    }))
+    };
+    super::keep_until_exit((topo, v));
+    Ok(Output::ok(text))
 }
