@@ -386,6 +386,42 @@ fn nccl_envs_needs_give_the_whole_plan_on_every_fixture() {
     }
 }
 
+/// NCCL takes GID index 0 on InfiniBand whatever the table holds, so the plan's read
+/// leaves InfiniBand GID tables unread: on a DGX-class host they are most of the
+/// files (8 HCAs, 128 slots each), while the whole read holds their entries.
+#[test]
+fn nccl_envs_needs_read_no_infiniband_gid_table() {
+    let mut ib_ports_with_gids = 0;
+    for root in fixture_roots() {
+        let name = root.display().to_string();
+        let whole = discover_needs(&Sysfs::at(&root), Needs::ALL).unwrap();
+        let nccl = discover_needs(&Sysfs::at(&root), Needs::NCCL_ENV).unwrap();
+        for device in &nccl.rdma_devices {
+            for port in &device.ports {
+                if port.link_layer != Some(rdmatopo::parse::LinkLayer::InfiniBand) {
+                    continue;
+                }
+                assert!(
+                    port.gids.is_empty(),
+                    "{name}: {} port {}",
+                    device.name,
+                    port.number
+                );
+                let held = whole.rdma_device(&device.name).unwrap();
+                if held
+                    .ports
+                    .iter()
+                    .any(|p| p.number == port.number && !p.gids.is_empty())
+                {
+                    ib_ports_with_gids += 1;
+                }
+            }
+        }
+    }
+    // The fixtures hold InfiniBand hosts (h100-dgx, a100-hgx-4numa, azure-ndv5).
+    assert!(ib_ports_with_gids >= 8, "{ib_ports_with_gids}");
+}
+
 /// The plan's fallbacks read what the fixtures' plans never need: with no default route
 /// the bootstrap interface comes from the netdevs' state and addresses, and with no CPU
 /// mask and no NUMA locality a rank's CPUs from the online CPUs. [`Needs::NCCL_ENV`]

@@ -133,7 +133,8 @@ pub enum GidFacts {
     UpToNetdev,
     /// On an Ethernet port, the slots up to the first GID that NCCL's automatic choice
     /// cannot better (IPv4, RoCE v2, with a netdev of this namespace), with types and
-    /// netdevs; every slot where there is none, and on other ports.
+    /// netdevs, every slot where there is none; none on InfiniBand (NCCL uses index 0
+    /// there); every slot on a port of unknown link layer.
     UpToChoice,
     /// Every slot: GIDs, types and netdevs.
     Whole,

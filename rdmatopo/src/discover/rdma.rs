@@ -277,8 +277,7 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
     let gids_dir = at("gids");
     let gid_table_len = ctx.table_len(&gids_dir);
     let mut slots: Vec<u32> = (0..gid_table_len).collect();
-    // ibdev2netdev's relation: InfiniBand GIDs name no netdev (`ndevs` fails there),
-    // and on RoCE the first slot naming one is the answer.
+    // ibdev2netdev's relation: on RoCE the first slot naming a netdev is the answer.
     let netdev_only = match gid_facts {
         GidFacts::Whole | GidFacts::UpToChoice => false,
         GidFacts::UpToNetdev => true,
@@ -287,7 +286,11 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
             true
         }
     };
-    if netdev_only && link_layer == Some(LinkLayer::InfiniBand) {
+    // InfiniBand GIDs name no netdev (`ndevs` fails there), and NCCL takes index 0 on
+    // InfiniBand whatever the table holds (`view::gid::best_gid`).
+    if link_layer == Some(LinkLayer::InfiniBand)
+        && (netdev_only || gid_facts == GidFacts::UpToChoice)
+    {
         slots.clear();
     }
     // A whole table is read side by side when it is long (a pod's port shows 255
