@@ -27,3 +27,19 @@ extern "C" fn start(_argc: libc::c_int, _argv: *const *const libc::c_char) -> li
     // `exit` flushes std's buffered stdout, as returning from Rust's `main` would.
     std::process::exit(cli::run())
 }
+
+#[cfg(test)]
+mod tests {
+    /// A panic still unwinds to `catch_unwind`, the path of the CLI's internal-error
+    /// message, with the unwinder linked from `libgcc_eh.a`.
+    #[test]
+    #[allow(clippy::panic)]
+    fn a_panic_unwinds_to_catch_unwind() {
+        let caught = std::panic::catch_unwind(|| {
+            if std::hint::black_box(true) {
+                panic!("unwound");
+            }
+        });
+        assert!(caught.is_err());
+    }
+}
