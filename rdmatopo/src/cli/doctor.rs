@@ -36,17 +36,23 @@ const WIDTH: usize = 100;
 fn wrap(out: &mut String, first: &str, indent: usize, text: &str) {
     let pad = " ".repeat(indent);
     let mut line = first.to_string();
+    // The line's width in characters, kept as it grows rather than counted per word.
+    let mut width = line.chars().count();
     let mut fresh = true;
     for word in text.split(' ').filter(|w| !w.is_empty()) {
         let sep = usize::from(!(line.is_empty() || line.ends_with(' ')));
-        if !fresh && line.chars().count() + sep + word.chars().count() > WIDTH {
+        let word_width = word.chars().count();
+        if !fresh && width + sep + word_width > WIDTH {
             out.push_str(line.trim_end());
             out.push('\n');
-            line = pad.clone();
+            line.clone_from(&pad);
+            width = indent;
         } else if sep == 1 {
             line.push(' ');
+            width += 1;
         }
         line.push_str(word);
+        width += word_width;
         fresh = false;
     }
     out.push_str(line.trim_end());
@@ -142,5 +148,22 @@ fn bracket(names: &[String]) -> String {
         0 => String::new(),
         n if n <= 6 => format!(" ({})", names.join(", ")),
         n => format!(" ({}, … {} in all)", names[..4].join(", "), n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines break at `WIDTH` characters, not bytes, and continue under the indent.
+    #[test]
+    fn wrap_breaks_at_the_width_in_characters() {
+        let word = "µ".repeat(30);
+        let mut out = String::new();
+        wrap(&mut out, "  why:", 8, &[word.as_str(); 4].join(" "));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert_eq!(lines[0].chars().count(), 99, "{out}");
+        assert_eq!(lines[1], format!("{}{word}", " ".repeat(8)));
     }
 }
