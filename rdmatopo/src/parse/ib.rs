@@ -128,9 +128,16 @@ pub fn parse_link_layer(text: &str) -> Result<LinkLayer, ParseError> {
     }
 }
 
+/// The kernel's text of an empty (or, under MLNX_OFED, another namespace's) GID slot.
+const EMPTY_GID: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
+
 /// Parse a GID (`%pI6`: eight groups of four hex digits; compressed forms accepted too).
 pub fn parse_gid(text: &str) -> Result<Ipv6Addr, ParseError> {
     let text = text.trim();
+    // An empty slot, as nearly all of a pod's 255 are: one comparison, not 32 digits.
+    if text == EMPTY_GID {
+        return Ok(Ipv6Addr::UNSPECIFIED);
+    }
     // The kernel's own form first, a group at a time: a pod's port has 255 slots to
     // parse, and std's parser (every IPv6 form, IPv4 tails) costs ten times as much.
     kernel_gid(text.as_bytes())
@@ -158,11 +165,16 @@ fn kernel_gid(text: &[u8]) -> Option<Ipv6Addr> {
 
 /// The kernel's own text for a GID: eight uncompressed groups.
 pub fn format_gid(gid: &Ipv6Addr) -> String {
-    let s = gid.segments();
-    s.iter()
-        .map(|g| format!("{g:04x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(39);
+    for (i, byte) in gid.octets().into_iter().enumerate() {
+        if i > 0 && i % 2 == 0 {
+            text.push(':');
+        }
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    text
 }
 
 pub fn gid_is_zero(gid: &Ipv6Addr) -> bool {
@@ -223,6 +235,18 @@ pub fn parse_gid_type(text: &str) -> Result<GidType, ParseError> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Eight groups of four lowercase hex digits, as `%pI6` prints them (the
+        /// definition: each segment through `{:04x}`), and read back by `parse_gid`.
+        #[test]
+        fn format_gid_is_the_kernels_form(octets in proptest::prelude::any::<[u8; 16]>()) {
+            let gid = Ipv6Addr::from(octets);
+            let groups: Vec<String> = gid.segments().iter().map(|g| format!("{g:04x}")).collect();
+            proptest::prop_assert_eq!(format_gid(&gid), groups.join(":"));
+            proptest::prop_assert_eq!(parse_gid(&format_gid(&gid)).ok(), Some(gid));
+        }
+    }
+
     #[test]
     fn states() {
         assert_eq!(parse_port_state("4: ACTIVE\n").unwrap(), PortState::Active);
@@ -250,6 +274,11 @@ mod tests {
         let g = parse_gid("0000:0000:0000:0000:0000:ffff:0a98:000c\n").unwrap();
         assert_eq!(gid_ipv4(&g).unwrap().to_string(), "10.152.0.12");
         assert_eq!(format_gid(&g), "0000:0000:0000:0000:0000:ffff:0a98:000c");
+        let every_digit: Ipv6Addr = "0123:4567:89ab:cdef:fedc:ba98:7654:3210".parse().unwrap();
+        assert_eq!(
+            format_gid(&every_digit),
+            "0123:4567:89ab:cdef:fedc:ba98:7654:3210"
+        );
         let ll = parse_gid("fe80:0000:0000:0000:b8ce:f6ff:fe00:0001").unwrap();
         assert!(gid_is_link_local(&ll) && gid_ipv4(&ll).is_none());
         assert!(gid_is_zero(
