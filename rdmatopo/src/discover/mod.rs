@@ -747,7 +747,7 @@ pub(crate) struct Ctx<'a> {
     /// The process view leaves the rdma cgroup's limits to be read once the devices
     /// are known (a pod's files list every device of the host).
     pub rdma_limits_later: bool,
-    /// The length of the last kernel table read ([`Ctx::table`]), tried first for the
+    /// The length of the last kernel table read ([`Ctx::table_len`]), tried first for the
     /// next: a host's ports are alike.
     last_table_len: usize,
 }

@@ -276,23 +276,18 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
     let link_layer = ctx.attr(&at("link_layer"), false, parse_link_layer);
     let gids_dir = at("gids");
     let gid_table_len = ctx.table_len(&gids_dir);
-    let mut slots: Vec<u32> = (0..gid_table_len).collect();
     // ibdev2netdev's relation: on RoCE the first slot naming a netdev is the answer.
-    let netdev_only = match gid_facts {
-        GidFacts::Whole | GidFacts::UpToChoice => false,
-        GidFacts::UpToNetdev => true,
-        GidFacts::None => {
-            slots.clear();
-            true
-        }
+    let netdev_only = gid_facts <= GidFacts::UpToNetdev;
+    // No slot where the answer takes none: InfiniBand GIDs name no netdev (`ndevs` fails
+    // there), and NCCL takes index 0 on InfiniBand whatever the table holds
+    // (`view::gid::best_gid`).
+    let read_none = gid_facts == GidFacts::None
+        || (link_layer == Some(LinkLayer::InfiniBand) && gid_facts != GidFacts::Whole);
+    let slots: Vec<u32> = if read_none {
+        Vec::new()
+    } else {
+        (0..gid_table_len).collect()
     };
-    // InfiniBand GIDs name no netdev (`ndevs` fails there), and NCCL takes index 0 on
-    // InfiniBand whatever the table holds (`view::gid::best_gid`).
-    if link_layer == Some(LinkLayer::InfiniBand)
-        && (netdev_only || gid_facts == GidFacts::UpToChoice)
-    {
-        slots.clear();
-    }
     // A whole table is read side by side when it is long (a pod's port shows 255
     // slots, nearly all empty): each slot is a file of its own. Up to the first netdev,
     // in order.
