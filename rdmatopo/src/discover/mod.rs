@@ -11,7 +11,7 @@ mod rdma;
 use crate::model::{DetailView, Diagnostic, Process, Severity, Topology};
 use crate::parse::{ParseError, PciAddr};
 use crate::sources::{FactSource, SourceError};
-use crate::sysfs::{Sysfs, SysfsError};
+use crate::sysfs::{DirFiles, Sysfs, SysfsError};
 use std::collections::BTreeSet;
 
 /// Discovery could not build any model.
@@ -778,6 +778,24 @@ impl<'a> Ctx<'a> {
         match self.fs.read_with(path, |text| parse(trim_attr(text))) {
             Ok(parsed) => self.accept(path, parsed),
             Err(e) if e.is_not_found() && optional => None,
+            Err(e) => {
+                self.unreadable(&e);
+                None
+            }
+        }
+    }
+
+    /// As [`Ctx::attr`] of a required attribute, for `name` among `files` (a table's
+    /// slots).
+    pub fn attr_in<T>(
+        &mut self,
+        files: &DirFiles,
+        name: &str,
+        parse: impl FnOnce(&str) -> Result<T, ParseError>,
+    ) -> Option<T> {
+        match files.read_with(name, |text| parse(trim_attr(text))) {
+            Ok(Ok(v)) => Some(v),
+            Ok(refused) => self.accept(&files.path_of(name), refused),
             Err(e) => {
                 self.unreadable(&e);
                 None

@@ -74,6 +74,9 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
             .resolve_for_reads(&join(PCI_DIR, &f.to_string()))
             .ok()
     }));
+    // A VF's function is named both by its uverbs node and by its netdev.
+    parents.sort_unstable();
+    parents.dedup();
     let candidates: BTreeSet<String> = parents
         .iter()
         .flat_map(|p| ctx.fs.list_opt(&join(p, "infiniband")).unwrap_or_default())
@@ -291,9 +294,9 @@ fn read_port(ctx: &mut Ctx, dir: &str, number: u32, gid_facts: GidFacts) -> Port
     // A whole table is read side by side when it is long (a pod's port shows 255
     // slots, nearly all empty): each slot is a file of its own. Up to the first netdev,
     // in order.
+    let slot_files = (!slots.is_empty()).then(|| ctx.fs.dir_files(&gids_dir));
     let read_slot = |ctx: &mut Ctx, index: &u32| {
-        let path = join(&gids_dir, &index.to_string());
-        let gid = ctx.attr(&path, false, parse_gid)?;
+        let gid = ctx.attr_in(slot_files.as_ref()?, &index.to_string(), parse_gid)?;
         if gid_is_zero(&gid) {
             return None;
         }

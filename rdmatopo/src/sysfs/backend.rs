@@ -3,7 +3,7 @@
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,6 +44,23 @@ pub trait Backend: Send + Sync {
     /// non-directory is on the way, `None` where the backend cannot check.
     fn check_path(&self, _path: &str) -> Option<io::Result<bool>> {
         None
+    }
+    /// The directory at `path`, opened for [`Backend::read_file_in`] where the backend
+    /// reads one name beneath a directory as safely as a whole path (`None`: it reads
+    /// whole paths only).
+    fn open_dir(&self, _path: &str) -> Option<Arc<OwnedFd>> {
+        None
+    }
+    /// As [`Backend::read_file`], of the one name `name` beneath a directory from
+    /// [`Backend::open_dir`].
+    fn read_file_in(
+        &self,
+        _dir: BorrowedFd<'_>,
+        _name: &str,
+        _limit: usize,
+        _buf: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
     }
 }
 
@@ -161,11 +178,9 @@ impl DirBackend {
     /// (`RESOLVE_BENEATH`), so a directory swapped for a link after it was resolved
     /// cannot lead a read outside the root.
     fn open_canonical(&self, path: &str) -> io::Result<OwnedFd> {
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let flags = READ_FLAGS;
         if let Some((dir, name)) = self.in_open_dir(path) {
-            // One name beneath a directory opened beneath the root: still inside it.
-            let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
-            return Ok(rfs::openat2(&*dir, name, flags, Mode::empty(), resolve)?);
+            return open_in(dir.as_fd(), name);
         }
         if let Some(opened) = self.open_beneath(path, flags) {
             return opened;
@@ -237,6 +252,20 @@ impl DirBackend {
     }
 }
 
+/// How a file is opened for reading. `O_NONBLOCK`: opening a FIFO must not wait for a
+/// writer.
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::CLOEXEC);
+
+/// One name beneath a directory opened beneath the root, for reading: still inside the
+/// root, and no symlink followed.
+fn open_in(dir: BorrowedFd<'_>, name: &str) -> io::Result<OwnedFd> {
+    let resolve = rfs::ResolveFlags::NO_SYMLINKS | rfs::ResolveFlags::BENEATH;
+    Ok(rfs::openat2(dir, name, READ_FLAGS, Mode::empty(), resolve)?)
+}
+
 /// A logical absolute path as a path relative to the root (`.` for the root itself).
 /// `..` is refused: from the root's descriptor it would climb out of the root.
 fn relative(path: &str) -> io::Result<&str> {
@@ -272,8 +301,32 @@ impl Backend for DirBackend {
     }
 
     fn read_file(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> io::Result<()> {
-        // O_NONBLOCK: opening a FIFO must not wait for a writer.
         read_bounded(File::from(self.open_canonical(path)?), limit, buf)
+    }
+
+    fn open_dir(&self, path: &str) -> Option<Arc<OwnedFd>> {
+        // Only where the kernel refuses symlinks and steps out of the root itself.
+        if !self.reads_check_paths() {
+            return None;
+        }
+        // Already open when names were looked up in it (a GID table's length).
+        if let Ok(dirs) = self.dirs.try_lock()
+            && let Some((_, fd)) = dirs.open.iter().find(|(d, _)| d == path)
+        {
+            return Some(Arc::clone(fd));
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Some(Arc::new(self.open_beneath(path, flags)?.ok()?))
+    }
+
+    fn read_file_in(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        limit: usize,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        read_bounded(File::from(open_in(dir, name)?), limit, buf)
     }
 
     fn reads_check_paths(&self) -> bool {

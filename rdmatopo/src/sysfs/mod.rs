@@ -19,6 +19,7 @@ pub use mem::{MemEntry, MemTree};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -567,20 +568,28 @@ impl Sysfs {
     /// `f`. The bytes land in a buffer that every read on this thread reuses, so an
     /// attribute that is parsed and dropped costs no allocation.
     pub fn read_with<R>(&self, path: &str, f: impl FnOnce(&str) -> R) -> Result<R, SysfsError> {
-        thread_local! {
-            static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-        }
         // Taken out, not borrowed: `f` may read another file.
-        let mut buf = BUFFER.take();
+        let mut buf = READ_BUFFER.take();
         let result = self
             .read_limited(path, MAX_ATTR_BYTES, &mut buf)
-            // Validation a word at a time; the lossy scan only for the rare bad byte.
-            .map(|()| match std::str::from_utf8(&buf) {
-                Ok(text) => f(text),
-                Err(_) => f(&String::from_utf8_lossy(&buf)),
-            });
-        BUFFER.set(buf);
+            .map(|()| with_text(&buf, f));
+        READ_BUFFER.set(buf);
         result
+    }
+
+    /// The files of the directory `dir`, to be read by name ([`DirFiles::read_with`]).
+    pub fn dir_files(&self, dir: &str) -> DirFiles<'_> {
+        let open = self.resolve(dir, true).ok().and_then(|real| {
+            let fd = self.backend.open_dir(&real)?;
+            // Opened beneath the root with no symlink on the way.
+            self.proven(&real);
+            Some(fd)
+        });
+        DirFiles {
+            fs: self,
+            dir: dir.to_string(),
+            open,
+        }
     }
 
     /// Read a whole file as bytes, failing when it is larger than `limit`.
@@ -593,6 +602,11 @@ impl Sysfs {
     /// A whole file in place of `buf`'s contents, failing when it is larger than `limit`.
     fn read_limited(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> Result<(), SysfsError> {
         self.read_file(path, limit + 1, buf)?;
+        self.took(path, limit, buf)
+    }
+
+    /// A file read whole into `buf` (at most `limit` bytes), kept when recording.
+    fn took(&self, path: &str, limit: usize, buf: &[u8]) -> Result<(), SysfsError> {
         if buf.len() > limit {
             return Err(SysfsError::TooLarge {
                 path: path.to_string(),
@@ -602,7 +616,7 @@ impl Sysfs {
         if let Some(kept) = &self.kept
             && let Ok(mut kept) = kept.lock()
         {
-            kept.insert(normalize(path), buf.clone());
+            kept.insert(normalize(path), buf.to_vec());
         }
         Ok(())
     }
@@ -654,12 +668,7 @@ impl Sysfs {
             }
             follow_last = true;
         }
-        result.map_err(|e| match e.kind() {
-            io::ErrorKind::InvalidInput if e.raw_os_error().is_none() => SysfsError::NotAFile {
-                path: path.to_string(),
-            },
-            _ => SysfsError::from_io(path, e),
-        })
+        result.map_err(|e| read_error(path, e))
     }
 
     /// Read an attribute, `None` when it does not exist.
@@ -835,6 +844,91 @@ impl Sysfs {
         self.backend
             .kind(&real)
             .map_err(|e| SysfsError::from_io(path, e))
+    }
+}
+
+/// The files of one directory, read by name: a table's hundreds of slots (a port's
+/// `gids/0` … `gids/254`). Where the backend reads beneath a directory's descriptor
+/// (a directory on disk, with `openat2`), the directory resolves and opens once and a
+/// name costs one `openat2` beneath it: no path walk, no lookup in the shared caches,
+/// so reading threads do not wait on each other. Elsewhere, and for a name that is a
+/// symlink, a name is read by its whole path ([`Sysfs::read_with`]).
+#[derive(Debug)]
+pub struct DirFiles<'s> {
+    fs: &'s Sysfs,
+    /// The directory's logical path.
+    dir: String,
+    open: Option<Arc<OwnedFd>>,
+}
+
+impl DirFiles<'_> {
+    /// The logical path of `name` here.
+    pub fn path_of(&self, name: &str) -> String {
+        join(&self.dir, name)
+    }
+
+    /// As [`Sysfs::read_with`] of `name` in this directory.
+    pub fn read_with<R>(&self, name: &str, f: impl FnOnce(&str) -> R) -> Result<R, SysfsError> {
+        let plain = !matches!(name, "" | "." | "..") && !name.contains('/');
+        let Some(dir) = self.open.as_ref().filter(|_| plain) else {
+            return self.fs.read_with(&self.path_of(name), f);
+        };
+        let limit = MAX_ATTR_BYTES;
+        let mut buf = READ_BUFFER.take();
+        let read = self
+            .fs
+            .backend
+            .read_file_in(dir.as_fd(), name, limit + 1, &mut buf);
+        if read
+            .as_ref()
+            .is_err_and(|e| matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)))
+        {
+            // A symlink: the whole path's read follows it, inside the root.
+            READ_BUFFER.set(buf);
+            return self.fs.read_with(&self.path_of(name), f);
+        }
+        let fs = self.fs;
+        fs.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let recording = fs.journal.is_some() || fs.kept.is_some();
+        let path = recording.then(|| self.path_of(name));
+        if let Some(path) = &path {
+            fs.note(path);
+        }
+        let result = match read {
+            Ok(()) if buf.len() <= limit && path.is_none() => Ok(with_text(&buf, f)),
+            Ok(()) => {
+                let path = path.unwrap_or_else(|| self.path_of(name));
+                fs.took(&path, limit, &buf).map(|()| with_text(&buf, f))
+            }
+            Err(e) => Err(read_error(&self.path_of(name), e)),
+        };
+        READ_BUFFER.set(buf);
+        result
+    }
+}
+
+thread_local! {
+    /// The buffer every attribute read on this thread lands in, so an attribute that is
+    /// parsed and dropped costs no allocation.
+    static READ_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// A file's bytes as text to `f`: validated a word at a time, and scanned again for the
+/// lossy form only where a byte is bad.
+fn with_text<R>(buf: &[u8], f: impl FnOnce(&str) -> R) -> R {
+    match std::str::from_utf8(buf) {
+        Ok(text) => f(text),
+        Err(_) => f(&String::from_utf8_lossy(buf)),
+    }
+}
+
+/// A failed read of `path` as the layer's error.
+fn read_error(path: &str, e: io::Error) -> SysfsError {
+    match e.kind() {
+        io::ErrorKind::InvalidInput if e.raw_os_error().is_none() => SysfsError::NotAFile {
+            path: path.to_string(),
+        },
+        _ => SysfsError::from_io(path, e),
     }
 }
 

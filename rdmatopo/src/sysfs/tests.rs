@@ -341,3 +341,68 @@ fn a_link_target_through_a_symlink_out_of_the_root_is_not_followed_out() {
     assert!(fs.kind(&join(&dir, "class")).unwrap_err().is_not_found());
     assert!(!fs.exists(&join(&dir, "class")));
 }
+
+/// A directory's files read by name ([`Sysfs::dir_files`]) answer as whole-path reads
+/// do, on disk (one `openat2` beneath the open directory) and in memory: plain files, a
+/// missing name, a FIFO (never a hang), a file past the size limit, a name that is a
+/// symlink inside the root (followed there) and one out of it (re-rooted, so missing),
+/// and a name with a slash; a recording keeps the same paths and bytes.
+#[test]
+fn files_read_by_name_answer_as_whole_paths() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "host file\n").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let gids = root.path().join("sys/class/port/gids");
+    std::fs::create_dir_all(&gids).unwrap();
+    std::fs::write(gids.join("0"), "fe80:0000:0000:0000:0000:0000:0000:0001\n").unwrap();
+    std::fs::write(gids.join("1"), "0000:0000:0000:0000:0000:0000:0000:0000\n").unwrap();
+    std::fs::write(gids.join("big"), vec![b'x'; MAX_ATTR_BYTES + 1]).unwrap();
+    std::fs::create_dir(gids.join("sub")).unwrap();
+    std::fs::write(gids.join("sub/2"), "deeper\n").unwrap();
+    std::os::unix::fs::symlink("0", gids.join("3")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), gids.join("4")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        gids.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let names = [
+        "0", "1", "2", "3", "4", "big", "sub/2", "fifo", "sub", "", "..",
+    ];
+    let dir = "/sys/class/port/gids";
+    let whole = Sysfs::at(root.path()).recording();
+    let by_name = Sysfs::at(root.path()).recording();
+    // A whole-path read first: from then on openat2 is known to work here.
+    for fs in [&whole, &by_name] {
+        fs.read("/sys/class/port/gids/0").unwrap();
+    }
+    let files = by_name.dir_files(dir);
+    assert_eq!(files.open.is_some(), openat2_available());
+    for name in names {
+        let path = format!("{dir}/{name}");
+        let expected = whole.read(&path);
+        assert_eq!(files.read_with(name, str::to_owned), expected, "{name}");
+        assert_eq!(files.path_of(name), path);
+    }
+    assert_eq!(by_name.journal(), whole.journal());
+    for name in names {
+        let path = format!("{dir}/{name}");
+        assert_eq!(by_name.recorded(&path), whole.recorded(&path), "{name}");
+    }
+    assert_eq!(by_name.files_read(), whole.files_read());
+    // In memory every name is read by its whole path.
+    let mut t = MemTree::new();
+    t.file("/sys/t/0", "a\n").link("/sys/t/1", "0");
+    let fs = Sysfs::memory(t, "mem");
+    let files = fs.dir_files("/sys/t");
+    assert_eq!(files.read_with("1", str::to_owned).unwrap(), "a\n");
+    assert!(
+        files
+            .read_with("2", str::to_owned)
+            .unwrap_err()
+            .is_not_found()
+    );
+}
