@@ -602,11 +602,11 @@ impl Sysfs {
     /// A whole file in place of `buf`'s contents, failing when it is larger than `limit`.
     fn read_limited(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> Result<(), SysfsError> {
         self.read_file(path, limit + 1, buf)?;
-        self.took(path, limit, buf)
+        self.finish_read(path, limit, buf)
     }
 
     /// A file read whole into `buf` (at most `limit` bytes), kept when recording.
-    fn took(&self, path: &str, limit: usize, buf: &[u8]) -> Result<(), SysfsError> {
+    fn finish_read(&self, path: &str, limit: usize, buf: &[u8]) -> Result<(), SysfsError> {
         if buf.len() > limit {
             return Err(SysfsError::TooLarge {
                 path: path.to_string(),
@@ -898,7 +898,8 @@ impl DirFiles<'_> {
             Ok(()) if buf.len() <= limit && path.is_none() => Ok(with_text(&buf, f)),
             Ok(()) => {
                 let path = path.unwrap_or_else(|| self.path_of(name));
-                fs.took(&path, limit, &buf).map(|()| with_text(&buf, f))
+                fs.finish_read(&path, limit, &buf)
+                    .map(|()| with_text(&buf, f))
             }
             Err(e) => Err(read_error(&self.path_of(name), e)),
         };
