@@ -178,11 +178,10 @@ impl DirBackend {
     /// (`RESOLVE_BENEATH`), so a directory swapped for a link after it was resolved
     /// cannot lead a read outside the root.
     fn open_canonical(&self, path: &str) -> io::Result<OwnedFd> {
-        let flags = READ_FLAGS;
         if let Some((dir, name)) = self.in_open_dir(path) {
             return open_in(dir.as_fd(), name);
         }
-        if let Some(opened) = self.open_beneath(path, flags) {
+        if let Some(opened) = self.open_beneath(path, READ_FLAGS) {
             return opened;
         }
         // O_NOFOLLOW: the path is already canonical, so a symlink here is a race or an
@@ -190,7 +189,7 @@ impl DirBackend {
         Ok(rfs::openat(
             self.root()?,
             relative(path)?,
-            flags,
+            READ_FLAGS,
             Mode::empty(),
         )?)
     }
