@@ -65,7 +65,7 @@ for c in "${cases[@]}"; do
 done
 "$BIN" topo --root "$ROOT" --format json >"$work/matrix.json"
 # The floor: a C program that only opens, reads and closes the files `topo` needs.
-cc -O2 -o "$work/readfiles" scripts/incumbents/readfiles.c
+cc -O2 -pthread -o "$work/readfiles" scripts/incumbents/readfiles.c
 
 python3 - "$work" "$ROOT" "$BUILT" "$RUNS" <<'PY'
 import glob, json, os, re, statistics, subprocess, sys

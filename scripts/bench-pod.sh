@@ -9,7 +9,7 @@
 #   visible device) `topo`, `gids`, `netdevs`, `qos` and `inventory`, next to hwloc's
 #   `lstopo-no-graphics --whole-io` on the same tree (HWLOC_FSROOT), and the floor of
 #   `doctor`: the files it opened, read by a C program that does nothing else
-#   (scripts/incumbents/readfiles.c). One timed run per root; a table per root: median,
+#   (scripts/incumbents/readfiles.c), on one thread and half each on two. One timed run per root; a table per root: median,
 #   min, files opened, lstopo's median / the command's, the command's / topo's.
 #
 #   Part B (flatness): a pod that owns 1 GPU and 1 VF on a synthetic SR-IOV host (16 GPUs,
@@ -58,7 +58,7 @@ cp "$BUILT" "$work/rdmatopo"
 rt=$work/rdmatopo
 
 # The floor of an answer: a C program that only opens, reads and closes a list of files.
-cc -O2 -o "$work/readfiles" scripts/incumbents/readfiles.c
+cc -O2 -pthread -o "$work/readfiles" scripts/incumbents/readfiles.c
 
 # 2. The fixtures' directory form (lstopo needs one).
 python3 fixtures/tools/unpack.py pod-sriov pod-h100-2gpu-2vf h100-dgx >/dev/null
@@ -179,6 +179,11 @@ print("\n".join(strace_opens.opened_paths(*sys.argv[1:])))' "$work/strace/A$i.do
   args+=("A$i.floor" "$work/readfiles $R $work/A$i.doctor.files")
   count_opens "A$i.floor" "$R" "floor: doctor's files, read by readfiles.c" \
     "$work/readfiles" "$R" "$work/A$i.doctor.files"
+  # The same files read half on a second thread: whether reading side by side pays here
+  # (discovery's threads, discover/rdma.rs GID_SLOTS_PER_THREAD).
+  args+=("A$i.floor2" "$work/readfiles $R $work/A$i.doctor.files 2")
+  count_opens "A$i.floor2" "$R" "floor on two threads: the same files, half each" \
+    "$work/readfiles" "$R" "$work/A$i.doctor.files" 2
   # hwloc reads the tree through HWLOC_FSROOT; without -x86 its CPUID backend would add
   # this machine's caches to the topology. rdmatopo ignores both variables.
   args+=("A$i.lstopo" "lstopo-no-graphics --whole-io")

@@ -473,7 +473,8 @@ impl<'a> Discoverer<'a> {
                 .collect::<Vec<_>>()
         };
         std::thread::scope(|s| {
-            let helper = (sources.iter().any(|source| source.blocks()) && worker_threads(2, 1) > 1)
+            let helper = (sources.iter().any(|source| source.blocks())
+                && worker_threads(2, 1, None) > 1)
                 .then(|| {
                     std::thread::Builder::new()
                         .spawn_scoped(s, move || collect(true))
@@ -873,14 +874,14 @@ impl<'a> Ctx<'a> {
         per_thread: usize,
         f: impl Fn(&mut Ctx, &T) -> Option<R> + Sync,
     ) -> Vec<R> {
-        let limit = self.threads.unwrap_or_else(thread_limit);
-        let threads = worker_threads(items.len(), per_thread).min(limit);
+        let threads = worker_threads(items.len(), per_thread, self.threads);
         if threads <= 1 {
             // Room for every item: untouched capacity costs no memory, growing copies.
             let mut out = Vec::with_capacity(items.len());
             out.extend(items.iter().filter_map(|item| f(self, item)));
             return out;
         }
+        let limit = self.threads.unwrap_or_else(thread_limit);
         let (fs, needs, outline, last_table_len) =
             (self.fs, self.needs, self.outline, self.last_table_len);
         let next = std::sync::atomic::AtomicUsize::new(0);
@@ -985,10 +986,14 @@ pub(crate) const LINKS_PER_THREAD: usize = 128;
 /// Most reading threads: sysfs lookups share kernel locks, so more stop paying.
 const MAX_THREADS: usize = 8;
 
-/// Threads for `items`: [`thread_limit`], and fewer where each would get less than
-/// `per_thread` items.
-fn worker_threads(items: usize, per_thread: usize) -> usize {
-    thread_limit().min(items / per_thread.max(1)).max(1)
+/// Threads for `items`: `limit` ([`thread_limit`] where `None`), and fewer where each
+/// would get less than `per_thread` items. One without asking the limit, whose first
+/// answer costs reads of the cgroup's CPU quota.
+fn worker_threads(items: usize, per_thread: usize, limit: Option<usize>) -> usize {
+    match items / per_thread.max(1) {
+        0 | 1 => 1,
+        wanted => limit.unwrap_or_else(thread_limit).min(wanted),
+    }
 }
 
 /// The most threads a read spreads over: the CPUs this process may use, at most

@@ -13,10 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 const CLASS_DIR: &str = "/sys/class/infiniband";
 const VERBS_DIR: &str = "/sys/class/infiniband_verbs";
 const PCI_DIR: &str = "/sys/bus/pci/devices";
-/// GID slots per thread below which another thread costs more than it saves (a slot is
-/// one small file; a thread's start and join cost about as much as a hundred, and the
-/// calling thread reads its share meanwhile: a second thread starts from twice this).
-const GID_SLOTS_PER_THREAD: usize = 48;
+/// GID slots per thread below which another thread costs more than it saves: a slot is
+/// one small file, and files read side by side go slower each (on the shared 2-core VM
+/// two threads read a pod doctor's 861 files in 1.27 ms where one takes 1.11, see
+/// BENCHMARKS.md). A second thread starts from twice this: one table of 255 slots stays
+/// on one thread.
+const GID_SLOTS_PER_THREAD: usize = 128;
 
 pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     if ctx.outline {
@@ -165,12 +167,11 @@ pub(super) fn read_focus(
         .filter(|(_, d)| focus.contains(&d.name))
         .map(|(i, d)| (i, d.name.clone(), d.uverbs.clone()))
         .collect();
-    // Whole GID tables side by side, a device to a thread, as in a whole read: a pod's
-    // VFs each show 255 slots, and each device's slots spread over the CPUs the devices
-    // leave (all of them for a lone device). Without them a device is a dozen files,
-    // less than a thread costs to start.
+    // Whole GID tables side by side, two devices to a thread: a pod's VFs each show 255
+    // slots, about half a millisecond of reads, which a second thread does not win back
+    // (see GID_SLOTS_PER_THREAD). Without them a device is a dozen files.
     let per_thread = if gids == GidFacts::Whole {
-        1
+        2
     } else {
         super::FUNCTIONS_PER_THREAD
     };
