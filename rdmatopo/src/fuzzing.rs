@@ -234,10 +234,13 @@ pub fn pci_uevent(data: &[u8]) {
     let Some(t) = text(data) else { return };
     if let Ok(ids) = parse::parse_pci_uevent(t) {
         assert!(ids.class <= 0xff_ffff, "{ids:?}");
-        let again = format!(
+        let mut again = format!(
             "PCI_CLASS={:04X}\nPCI_ID={:04X}:{:04X}\n",
             ids.class, ids.vendor, ids.device
         );
+        if let Some((vendor, device)) = ids.subsystem {
+            again += &format!("PCI_SUBSYS_ID={vendor:04X}:{device:04X}\n");
+        }
         assert_eq!(parse::parse_pci_uevent(&again).unwrap(), ids);
     }
 }

@@ -17,6 +17,7 @@
 mod scrub;
 
 use crate::model::Topology;
+use crate::parse::PciAddr;
 use crate::sources::{NVML_SNAPSHOT_PATH, VERBS_SNAPSHOT_PATH};
 use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +30,15 @@ pub const MAX_UNPACKED_BYTES: u64 = 256 << 20;
 pub const MAX_ENTRIES: usize = 1 << 20;
 /// Largest single file captured or loaded (NVML/verbs JSON of a big node fits easily).
 pub const MAX_FILE_BYTES: usize = 64 << 20;
+
+/// A PCI function's attribute files that its `uevent` also states.
+const PCI_IDENTITY_FILES: [&str; 5] = [
+    "class",
+    "vendor",
+    "device",
+    "subsystem_vendor",
+    "subsystem_device",
+];
 
 /// Why a snapshot could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +90,9 @@ pub struct Stats {
     pub discovery_reads: usize,
     /// Files the capture read to store them (each one discovery had read).
     pub capture_reads: usize,
+    /// PCI functions' attribute files the capture added beside the `uevent` discovery
+    /// read in their place (`class`, `vendor`, `device`, `subsystem_*`).
+    pub identity_reads: usize,
     /// Logical paths in discovery's journal.
     pub journal_paths: usize,
 }
@@ -220,6 +233,21 @@ impl Capture {
             }
             w.add(path, 0);
         }
+        // Discovery takes a PCI function's class and ids from its `uevent` where that
+        // tells them all; the attribute files ride along, so that the archive reads
+        // the same where they are read instead (an earlier rdmatopo, hwloc's
+        // `HWLOC_FSROOT`).
+        let before_identity = fs.files_read();
+        for function in journal
+            .iter()
+            .filter_map(|p| p.strip_suffix("/uevent"))
+            .filter(|dir| PciAddr::from_component(parent_and_name(dir).1).is_some())
+        {
+            for name in PCI_IDENTITY_FILES {
+                w.add(&join(function, name), 0);
+            }
+        }
+        let identity_reads = fs.files_read() - before_identity;
         for path in &journal {
             if (path == "/dev" || path.starts_with("/dev/"))
                 && matches!(fs.kind(path), Ok(EntryKind::Dir))
@@ -264,7 +292,8 @@ impl Capture {
             entries,
             stats: Stats {
                 discovery_reads,
-                capture_reads: fs.files_read() - discovery_reads,
+                capture_reads: fs.files_read() - discovery_reads - identity_reads,
+                identity_reads,
                 journal_paths: journal.len(),
                 ..Stats::default()
             },

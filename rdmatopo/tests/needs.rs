@@ -494,3 +494,60 @@ fn nccl_envs_needs_give_the_whole_plan_in_its_fallbacks() {
         }
     }
 }
+
+/// A PCI function's class and ids are taken from its `uevent` where that states them
+/// all, and give the model the attribute files give: each fixture read again with
+/// every `uevent` removed (a capture that leaves it out) holds the same functions with
+/// the same ids, read through `class`, `vendor`, `device` and `subsystem_*`.
+#[test]
+fn pci_ids_from_uevent_are_the_attribute_files_ids() {
+    for name in [
+        "h100-dgx",
+        "pod-h100-2gpu-2vf",
+        "pod-sriov",
+        "a100-hgx-4numa",
+    ] {
+        let archive = support::fixtures_dir().join(name).join("root.tar.gz");
+        let tree = rdmatopo::snapshot::load(&archive).unwrap();
+        let mut without = tree.clone();
+        let uevents: Vec<String> = tree
+            .entries()
+            .map(|(p, _)| p.to_string())
+            .filter(|p| p.starts_with("/sys/devices/pci") && p.ends_with("/uevent"))
+            .collect();
+        assert!(
+            uevents.len() > 100,
+            "{name}: {} uevent files",
+            uevents.len()
+        );
+        for p in &uevents {
+            without.remove(p);
+        }
+        for view in [View::All, View::Owned] {
+            let read = |tree: &rdmatopo::sysfs::MemTree| {
+                let fs = Sysfs::memory(tree.clone(), name).recording();
+                let topo = discover_view(&fs, Needs::ALL, view).unwrap();
+                let ids_read = fs
+                    .journal()
+                    .iter()
+                    .filter(|p| p.ends_with("/subsystem_vendor"))
+                    .count();
+                (topo, ids_read)
+            };
+            let ((from_uevent, ids_read), (from_files, ids_read_without)) =
+                (read(&tree), read(&without));
+            assert_eq!(
+                ids_read, 0,
+                "{name} {view:?}: subsystem ids read from files"
+            );
+            assert!(ids_read_without > 0, "{name} {view:?}");
+            // A whole read holds every function's subsystem ids (an owned view's
+            // outlines hold none).
+            assert!(
+                view == View::Owned || from_uevent.pci.iter().all(|f| f.subsystem_vendor.is_some()),
+                "{name} {view:?}"
+            );
+            assert_eq!(from_uevent, from_files, "{name} {view:?}");
+        }
+    }
+}

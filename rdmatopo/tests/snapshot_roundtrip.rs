@@ -49,11 +49,29 @@ fn every_fixture_round_trips() {
         );
         let bytes = capture.to_tar_gz(&Options::default()).unwrap();
         let tree = load_reader(flate2::read::GzDecoder::new(bytes.as_slice()), "t").unwrap();
-        let back = rdmatopo::discover_fs(&Sysfs::memory(tree, "t")).unwrap();
+        let back = rdmatopo::discover_fs(&Sysfs::memory(tree.clone(), "t")).unwrap();
         assert_eq!(
             json_without_root(&back),
             json_without_root(&topo),
             "{}: the snapshot reads back differently",
+            f.display()
+        );
+        // A reader that takes a PCI function's class and ids from its attribute files
+        // (an earlier rdmatopo, hwloc) finds them beside the `uevent` read instead.
+        let mut without_uevents = tree;
+        let uevents: Vec<String> = without_uevents
+            .entries()
+            .map(|(p, _)| p.to_string())
+            .filter(|p| p.starts_with("/sys/devices/pci") && p.ends_with("/uevent"))
+            .collect();
+        for p in &uevents {
+            without_uevents.remove(p);
+        }
+        let by_files = rdmatopo::discover_fs(&Sysfs::memory(without_uevents, "t")).unwrap();
+        assert_eq!(
+            json_without_root(&by_files),
+            json_without_root(&topo),
+            "{}: the snapshot without its uevent files reads differently",
             f.display()
         );
         // Untarred on disk, it is a root too (checked on one small fixture: unpacking

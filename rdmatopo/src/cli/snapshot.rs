@@ -66,7 +66,8 @@ pub fn run(args: &SnapshotArgs) -> Result<Output, String> {
     let out = args.output.display();
     Ok(Output::ok(format!(
         "wrote {out}{}: {} files, {} symlinks, {} directories ({} of file content, {} compressed)\n\
-         discovery read {} files ({} paths looked at); storing them read {} files again\n\
+         discovery read {} files ({} paths looked at); storing them read {} files again \
+         and {} PCI id files beside their uevent\n\
          use it as it is (`rdmatopo doctor --root {out}`) or untarred (`tar xzf {out}` then `--root {top}`)\n",
         if args.scrub { " (scrubbed)" } else { "" },
         s.files,
@@ -77,5 +78,6 @@ pub fn run(args: &SnapshotArgs) -> Result<Output, String> {
         s.discovery_reads,
         s.journal_paths,
         s.capture_reads,
+        s.identity_reads,
     )))
 }

@@ -245,14 +245,13 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     };
     let mut functions: Vec<PciFunction> =
         ctx.par_filter_map(&paths, per_thread, |ctx, (addr, path, place)| {
-            // An endpoint's `uevent` states its class and ids in one file (a GPU's or a
-            // NIC's ids are read anyway); `class` where it does not.
+            // A function's `uevent` states its class and ids in one file (a GPU's or a
+            // NIC's ids are read anyway, and a full read reads every id); `class`
+            // where it does not.
             let (class, ids) = if needs.is_some() && parents.contains(addr) {
                 (Some(PCI_BRIDGE_CLASS), None)
-            } else if let Some(ids) = needs.is_some().then(|| read_uevent(ctx, path)).flatten() {
-                (Some(ids.class), Some(ids))
             } else {
-                (read_class(ctx, path, || origin(addr, path))?, None)
+                read_identity(ctx, path, || origin(addr, path))?
             };
             read_function(ctx, *addr, path, class, ids, place, needs.as_ref())
         });
@@ -373,10 +372,10 @@ pub(super) fn read_focus(
         super::FUNCTIONS_PER_THREAD,
         |ctx, (i, addr, path, place)| {
             let origin = || join(BUS_DIR, &addr.to_string());
-            let class = read_class(ctx, path, origin)?;
+            let (class, ids) = read_identity(ctx, path, origin)?;
             Some((
                 *i,
-                read_function(ctx, *addr, path, class, None, place, None)?,
+                read_function(ctx, *addr, path, class, ids, place, None)?,
             ))
         },
     );
@@ -500,11 +499,11 @@ pub(super) fn read_beside(
             if read.iter().any(|f| f.address == addr) {
                 continue;
             }
-            let Some(class) = read_class(ctx, &path, || path.clone()) else {
+            let Some((class, ids)) = read_identity(ctx, &path, || path.clone()) else {
                 continue;
             };
             let place = (host_bridge.clone(), Some(bridge));
-            let Some(f) = read_function(ctx, addr, &path, class, None, &place, None) else {
+            let Some(f) = read_function(ctx, addr, &path, class, ids, &place, None) else {
                 continue;
             };
             if f.is_bridge() {
@@ -644,9 +643,22 @@ fn vfs_by_links(ctx: &mut Ctx, path: &str) -> Vec<PciAddr> {
     vfs.into_iter().map(|(_, a)| a).collect()
 }
 
-/// Class, vendor and device from a function's `uevent`, in a placement read where
-/// they save reads; `None` (quietly: captures may leave `uevent` out) when it cannot
-/// tell, and the attribute files are read instead.
+/// A function's class, with its ids where its `uevent` tells them all
+/// ([`read_uevent`]), else from `class` ([`read_class`], whose `None` this returns).
+fn read_identity(
+    ctx: &mut Ctx,
+    path: &str,
+    origin: impl FnOnce() -> String,
+) -> Option<(Option<u32>, Option<PciIds>)> {
+    match read_uevent(ctx, path) {
+        Some(ids) => Some((Some(ids.class), Some(ids))),
+        None => Some((read_class(ctx, path, origin)?, None)),
+    }
+}
+
+/// Class and ids from a function's `uevent`, one file in place of up to five; `None`
+/// (quietly: captures may leave `uevent` out) when it cannot tell, and the attribute
+/// files are read instead.
 fn read_uevent(ctx: &Ctx, path: &str) -> Option<PciIds> {
     ctx.fs
         .read_with(&join(path, "uevent"), parse_pci_uevent)
@@ -677,7 +689,9 @@ fn read_function(
     // to name the NICs), from `uevent` where it tells them; for every other function the
     // class is enough (0: not read).
     let display = class.is_some_and(|c| c >> 16 == 0x03);
-    let (vendor, device) = if full {
+    let (vendor, device) = if let (true, Some(ids)) = (full, ids) {
+        (Some(ids.vendor), Some(ids.device))
+    } else if full {
         (vendor_of(ctx), device_of(ctx))
     } else if !(is_nic || display) {
         (Some(0), Some(0))
@@ -748,20 +762,19 @@ fn read_function(
         (None, None)
     };
     // In the order the files were always read (diagnostics keep their order).
-    let subsystem_vendor = full
-        .then(|| {
+    let uevent_subsystem = ids.and_then(|i| i.subsystem);
+    let (subsystem_vendor, subsystem_device) = match (full, uevent_subsystem) {
+        (false, _) => (None, None),
+        (true, Some((vendor, device))) => (Some(vendor), Some(device)),
+        (true, None) => (
             ctx.attr(&at("subsystem_vendor"), true, |t| {
                 parse_hex_u16("subsystem_vendor", t)
-            })
-        })
-        .flatten();
-    let subsystem_device = full
-        .then(|| {
+            }),
             ctx.attr(&at("subsystem_device"), true, |t| {
                 parse_hex_u16("subsystem_device", t)
-            })
-        })
-        .flatten();
+            }),
+        ),
+    };
     let driver = full.then(|| ctx.fs.link_name(&at("driver")).ok()).flatten();
     let numa_node = local
         .then(|| ctx.attr(&at("numa_node"), true, parse_numa_node))

@@ -69,19 +69,20 @@ pub struct PciFunction {
     /// The bridge directly above it; `None` when it sits on the host bridge.
     pub parent: Option<PciAddr>,
     pub role: PciRole,
-    /// `class` (`0x030200`); JSON writes that text.
+    /// `class` (`0x030200`), or `PCI_CLASS` of `uevent`, which states the class and
+    /// the four ids below in one file; JSON writes that text.
     #[serde(with = "super::pci_id::class")]
     pub class: u32,
-    /// `vendor` (`0x10de`); JSON writes that text.
+    /// `vendor` (`0x10de`; `PCI_ID` of `uevent`); JSON writes that text.
     #[serde(with = "super::pci_id::id")]
     pub vendor: u16,
-    /// `device`.
+    /// `device` (`PCI_ID` of `uevent`).
     #[serde(with = "super::pci_id::id")]
     pub device: u16,
-    /// `subsystem_vendor`.
+    /// `subsystem_vendor` (`PCI_SUBSYS_ID` of `uevent`).
     #[serde(with = "super::pci_id::optional_id")]
     pub subsystem_vendor: Option<u16>,
-    /// `subsystem_device`.
+    /// `subsystem_device` (`PCI_SUBSYS_ID` of `uevent`).
     #[serde(with = "super::pci_id::optional_id")]
     pub subsystem_device: Option<u16>,
     /// Vendor name from the pci.ids database.

@@ -242,17 +242,21 @@ pub fn parse_hex_u16(what: &'static str, text: &str) -> Result<u16, ParseError> 
 }
 
 /// A function's identity as its `uevent` states it: one read instead of `class`,
-/// `vendor` and `device`.
+/// `vendor`, `device`, `subsystem_vendor` and `subsystem_device`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PciIds {
     pub class: u32,
     pub vendor: u16,
     pub device: u16,
+    /// Subsystem vendor and device; `None` where the file leaves `PCI_SUBSYS_ID` out
+    /// (the kernel always writes it; a hand-made capture may not).
+    pub subsystem: Option<(u16, u16)>,
 }
 
 /// A PCI function's `uevent`: `KEY=value` lines, of which `PCI_CLASS=30200` (the class,
-/// `%04X`) and `PCI_ID=10DE:2330` (vendor and device, `%04X:%04X`) are read (the
-/// kernel's `pci_uevent`).
+/// `%04X`), `PCI_ID=10DE:2330` (vendor and device, `%04X:%04X`) and
+/// `PCI_SUBSYS_ID=10DE:16C1` (the same of the subsystem) are read (the kernel's
+/// `pci_uevent` in drivers/pci/pci-driver.c).
 pub fn parse_pci_uevent(text: &str) -> Result<PciIds, ParseError> {
     let err = |reason| ParseError::new("PCI uevent", text, reason);
     let value = |key: &str| {
@@ -266,14 +270,22 @@ pub fn parse_pci_uevent(text: &str) -> Result<PciIds, ParseError> {
     };
     let class = value("PCI_CLASS").ok_or_else(|| err("no PCI_CLASS"))?;
     let class = hex(class, 6).ok_or_else(|| err("PCI_CLASS is not 1 to 6 hex digits"))?;
+    let pair = |id: &str| {
+        let (v, d) = id.split_once(':')?;
+        Some((hex(v, 4)? as u16, hex(d, 4)? as u16))
+    };
     let (vendor, device) = value("PCI_ID")
-        .and_then(|id| id.split_once(':'))
-        .and_then(|(v, d)| Some((hex(v, 4)?, hex(d, 4)?)))
+        .and_then(pair)
         .ok_or_else(|| err("PCI_ID is not vendor:device in hex"))?;
+    let subsystem = match value("PCI_SUBSYS_ID") {
+        None => None,
+        Some(id) => Some(pair(id).ok_or_else(|| err("PCI_SUBSYS_ID is not vendor:device in hex"))?),
+    };
     Ok(PciIds {
         class,
-        vendor: vendor as u16,
-        device: device as u16,
+        vendor,
+        device,
+        subsystem,
     })
 }
 
@@ -289,12 +301,15 @@ mod tests {
             PciIds {
                 class: 0x030200,
                 vendor: 0x10de,
-                device: 0x2330
+                device: 0x2330,
+                subsystem: Some((0x10de, 0x16c1)),
             }
         );
         // A bridge without a driver: the class has leading digits dropped by `%04X`.
         let bridge = parse_pci_uevent("PCI_CLASS=60400\nPCI_ID=1000:C030\n").unwrap();
         assert_eq!((bridge.class, bridge.vendor), (0x060400, 0x1000));
+        // A capture without the subsystem line still tells class and ids.
+        assert_eq!(bridge.subsystem, None);
         for bad in [
             "",
             "PCI_ID=10DE:2330\n",
@@ -305,6 +320,8 @@ mod tests {
             "PCI_CLASS=30200\nPCI_ID=10DEE:2330\n",
             "PCI_CLASS=+30200\nPCI_ID=10DE:2330\n",
             "XPCI_CLASS=30200\nPCI_ID=10DE:2330\n",
+            "PCI_CLASS=30200\nPCI_ID=10DE:2330\nPCI_SUBSYS_ID=10DE\n",
+            "PCI_CLASS=30200\nPCI_ID=10DE:2330\nPCI_SUBSYS_ID=10DE:16C1X\n",
         ] {
             assert!(parse_pci_uevent(bad).is_err(), "{bad:?}");
         }
