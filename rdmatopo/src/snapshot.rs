@@ -235,8 +235,8 @@ impl Capture {
         }
         // Discovery takes a PCI function's class and ids from its `uevent` where that
         // tells them all; the attribute files ride along, so that the archive reads
-        // the same where they are read instead (an earlier rdmatopo, hwloc's
-        // `HWLOC_FSROOT`).
+        // the same where they are read instead (an earlier rdmatopo, a capture without
+        // `uevent`).
         let before_identity = fs.files_read();
         for function in journal
             .iter()
