@@ -59,7 +59,7 @@ enum Command {
     Inventory(inventory::InventoryArgs),
     /// Why RDMA is slow here: every check with evidence and fix (exit 0 clean, 1 warnings, 2 errors).
     Doctor(doctor::DoctorArgs),
-    /// Capture exactly the sysfs/procfs files rdmatopo reads (plus NVML/verbs facts) as a .tar.gz usable as --root.
+    /// Capture the sysfs/procfs files rdmatopo reads (plus NVML/verbs facts) as a .tar.gz usable as --root.
     Snapshot(snapshot::SnapshotArgs),
     /// What changed between two views (host and pod): CPUs, NICs, MTUs, GID indices, rails, limits, checks.
     Diff(diff::DiffArgs),
