@@ -509,20 +509,9 @@ fn pci_ids_from_uevent_are_the_attribute_files_ids() {
     ] {
         let archive = support::fixtures_dir().join(name).join("root.tar.gz");
         let tree = rdmatopo::snapshot::load(&archive).unwrap();
-        let mut without = tree.clone();
-        let uevents: Vec<String> = tree
-            .entries()
-            .map(|(p, _)| p.to_string())
-            .filter(|p| p.starts_with("/sys/devices/pci") && p.ends_with("/uevent"))
-            .collect();
-        assert!(
-            uevents.len() > 100,
-            "{name}: {} uevent files",
-            uevents.len()
-        );
-        for p in &uevents {
-            without.remove(p);
-        }
+        let without = support::without_pci_uevents(&tree);
+        let removed = tree.len() - without.len();
+        assert!(removed > 100, "{name}: {removed} uevent files");
         for view in [View::All, View::Owned] {
             let read = |tree: &rdmatopo::sysfs::MemTree| {
                 let fs = Sysfs::memory(tree.clone(), name).recording();

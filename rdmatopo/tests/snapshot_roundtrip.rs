@@ -57,16 +57,8 @@ fn every_fixture_round_trips() {
             f.display()
         );
         // A reader that takes a PCI function's class and ids from its attribute files
-        // (an earlier rdmatopo, hwloc) finds them beside the `uevent` read instead.
-        let mut without_uevents = tree;
-        let uevents: Vec<String> = without_uevents
-            .entries()
-            .map(|(p, _)| p.to_string())
-            .filter(|p| p.starts_with("/sys/devices/pci") && p.ends_with("/uevent"))
-            .collect();
-        for p in &uevents {
-            without_uevents.remove(p);
-        }
+        // (an earlier rdmatopo) finds them beside the `uevent` read instead.
+        let without_uevents = support::without_pci_uevents(&tree);
         let by_files = rdmatopo::discover_fs(&Sysfs::memory(without_uevents, "t")).unwrap();
         assert_eq!(
             json_without_root(&by_files),

@@ -277,10 +277,9 @@ pub fn parse_pci_uevent(text: &str) -> Result<PciIds, ParseError> {
     let (vendor, device) = value("PCI_ID")
         .and_then(pair)
         .ok_or_else(|| err("PCI_ID is not vendor:device in hex"))?;
-    let subsystem = match value("PCI_SUBSYS_ID") {
-        None => None,
-        Some(id) => Some(pair(id).ok_or_else(|| err("PCI_SUBSYS_ID is not vendor:device in hex"))?),
-    };
+    let subsystem = value("PCI_SUBSYS_ID")
+        .map(|id| pair(id).ok_or_else(|| err("PCI_SUBSYS_ID is not vendor:device in hex")))
+        .transpose()?;
     Ok(PciIds {
         class,
         vendor,

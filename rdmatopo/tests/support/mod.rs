@@ -31,3 +31,19 @@ pub fn fixtures_dir() -> PathBuf {
         })
         .clone()
 }
+
+/// `tree` without any PCI function's `uevent`, as a capture that leaves it out: a
+/// reader then takes each function's class and ids from its attribute files.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn without_pci_uevents(tree: &rdmatopo::sysfs::MemTree) -> rdmatopo::sysfs::MemTree {
+    let mut without = tree.clone();
+    let uevents: Vec<String> = tree
+        .entries()
+        .map(|(p, _)| p.to_string())
+        .filter(|p| p.starts_with("/sys/devices/pci") && p.ends_with("/uevent"))
+        .collect();
+    for p in &uevents {
+        without.remove(p);
+    }
+    without
+}
