@@ -113,6 +113,54 @@ fn the_same_pod_without_faults() {
     assert_eq!(r.exit_code(), 0);
 }
 
+/// Exclusive RDMA netns mode (rdma-cni): the pod's namespace lists its VF's RDMA device
+/// alone, while the uverbs entries of the host's other devices stay in sysfs naming
+/// devices it cannot see. It is judged as the shared-mode pod is, less what it cannot see.
+#[test]
+fn exclusive_netns_pod_sees_and_judges_its_own_device() {
+    let root = support::fixtures_dir()
+        .join("pod-h100-rdma-exclusive")
+        .join("root");
+    let topo = rdmatopo::discover(Some(&root)).unwrap();
+    assert_eq!(
+        topo.host.rdma_netns_mode,
+        Some(rdmatopo::model::NetnsMode::Exclusive)
+    );
+    let names: Vec<&str> = topo.rdma_devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!((names, topo.rdma_device_count()), (vec!["mlx5_22"], 1));
+    let r = doctor::run(&topo);
+    assert!(has(&r, "netns", "RDMA netns mode is exclusive"));
+    let netns = r.findings.iter().find(|f| f.check == "netns").unwrap();
+    let mode = ("/sys/module/ib_core/parameters/netns_mode", "N");
+    assert!(
+        netns
+            .evidence
+            .iter()
+            .any(|e| (e.path.as_str(), e.value.as_str()) == mode)
+    );
+    // The PF's RDMA device is in the host's namespace: the PF is named by its address.
+    assert!(has(
+        &r,
+        "sriov",
+        "mlx5_22 is VF 0 of 0000:c0:00.0 (2 VFs enabled)"
+    ));
+    for check in [
+        "numa-affinity",
+        "gpu-nic-distance",
+        "mtu",
+        "multi-rail",
+        "pcie-link",
+        "gpudirect-rdma",
+        "memlock",
+        "roce-gid",
+        // No other container's device is visible to be listed.
+        "rdma-devices",
+    ] {
+        assert_eq!(outcome(&r, check), Outcome::Ok, "{check}");
+    }
+    assert_eq!(r.exit_code(), 0);
+}
+
 #[test]
 fn hosts() {
     // ACS is on at the root ports only, above every GPU-NIC switch: no redirect between them.

@@ -184,6 +184,8 @@ fn goldens() {
                 if actual == run_case(fixture, &args[..args.len() - 1]) {
                     let _ = std::fs::remove_file(&path);
                 } else {
+                    // A new fixture has no expected/ yet.
+                    std::fs::create_dir_all(&expected_dir).unwrap();
                     std::fs::write(&path, &actual).unwrap();
                 }
                 continue;
