@@ -356,3 +356,53 @@ fn a_pod_without_an_rdma_device_is_read_whole() {
     assert_eq!(owned, all);
     assert!(ContainerView::of(&owned).owned_rdma().is_empty());
 }
+
+/// A GPU injected through CDI (NVIDIA Container Toolkit >= 1.18): `NVIDIA_VISIBLE_DEVICES`
+/// is `void` and the driver's GPU list names all eight, so the device node and NVML
+/// alone tell the pod's GPU; the pod is narrowed to it as the hook-injected pod is.
+#[test]
+fn a_cdi_pod_is_narrowed_by_its_device_node_and_nvml() {
+    let root = support::fixtures_dir().join("pod-h100-cdi").join("root");
+    let topo = discover_view(&Sysfs::at(&root), Needs::TOPO, View::Owned).unwrap();
+    assert_eq!(
+        topo.process
+            .env
+            .get("NVIDIA_VISIBLE_DEVICES")
+            .map(String::as_str),
+        Some("void")
+    );
+    assert_eq!(topo.process.proc_nvidia_gpus.len(), 8);
+    let view = ContainerView::of(&topo);
+    assert!(view.certain);
+    let gpu5: rdmatopo::parse::PciAddr = "0000:c3:00.0".parse().unwrap();
+    assert_eq!(view.owned_gpus(), [gpu5]);
+    let evidence = |source: &str| {
+        view.gpus
+            .iter()
+            .find(|g| g.key == gpu5)
+            .unwrap()
+            .evidence
+            .iter()
+            .find(|e| e.source == source)
+            .map(|e| e.value.clone())
+    };
+    assert_eq!(
+        evidence("NVML").as_deref(),
+        Some("lists it, and not every GPU")
+    );
+    assert_eq!(
+        evidence("/dev/nvidia5").as_deref(),
+        Some("present (minor from NVML)")
+    );
+    assert_eq!(
+        evidence("/proc/driver/nvidia/gpus/0000:c3:00.0").as_deref(),
+        Some("listed")
+    );
+    // The owned view holds the pod's GPU and VF only.
+    assert_eq!(
+        topo.view
+            .as_ref()
+            .map(|v| (v.gpus.clone(), v.rdma_devices.clone())),
+        Some((vec![gpu5], vec!["mlx5_22".to_string()]))
+    );
+}

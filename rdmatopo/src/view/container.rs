@@ -8,8 +8,9 @@
 //! - GPUs: the entries of `/proc/driver/nvidia/gpus/` (the NVIDIA container runtime
 //!   mounts a tmpfs there and bind-mounts only the GPUs it gives), the `/dev/nvidia<N>`
 //!   nodes (minor numbers mapped through NVML or the `Device Minor:` line of
-//!   `/proc/driver/nvidia/gpus/<bdf>/information`), `NVIDIA_VISIBLE_DEVICES` and
-//!   device-plugin `PCIDEVICE_*` variables. `CUDA_VISIBLE_DEVICES` selects among them.
+//!   `/proc/driver/nvidia/gpus/<bdf>/information`), the GPUs NVML lists (inside a
+//!   container, those it may open), `NVIDIA_VISIBLE_DEVICES` and device-plugin
+//!   `PCIDEVICE_*` variables. `CUDA_VISIBLE_DEVICES` selects among them.
 //! - RDMA devices: `/dev/infiniband/uverbs<N>` (through
 //!   `/sys/class/infiniband_verbs/uverbs<N>/ibdev`), the VFs named by `PCIDEVICE_*`, the
 //!   netdevs in this network namespace, and the exclusive RDMA netns mode.
@@ -722,8 +723,15 @@ impl<'a> Analysis<'a> {
     fn gpu_minors(&mut self) -> BTreeMap<PciAddr, (u32, &'static str)> {
         let mut out = BTreeMap::new();
         for g in &self.topo.gpus {
+            // NVML's own answer: `Gpu::minor` falls back to the driver's procfs line.
+            let nvml = self
+                .topo
+                .nvml
+                .as_ref()
+                .and_then(|n| n.gpu(g.pci))
+                .and_then(|n| n.minor_number);
             let procfs = self.proc_info(g.pci).and_then(|i| i.minor);
-            match (g.minor, procfs) {
+            match (nvml, procfs) {
                 (Some(n), Some(m)) if n != m => {
                     self.findings.push(format!(
                         "GPU {}: NVML says minor {n}, /proc/driver/nvidia/gpus/{}/information says {m}",
@@ -770,6 +778,7 @@ impl<'a> Analysis<'a> {
         }
         self.vote_gpu_procfs(&mut tallies);
         self.vote_gpu_dev_nodes(&mut tallies);
+        self.vote_gpu_nvml(&mut tallies);
         self.vote_nvidia_visible_devices(&mut tallies);
         for (addr, var) in &self.pcidevice {
             if let Some(t) = tallies.get_mut(addr) {
@@ -779,7 +788,7 @@ impl<'a> Analysis<'a> {
         let context = self.context;
         if context.is_container() && !tallies.values().any(Tally::voted) {
             self.findings.push(format!(
-                "no source narrows the {} GPUs down to this container's (no NVIDIA runtime mount, no device node or /proc/driver/nvidia entry missing, no GPU list in NVIDIA_VISIBLE_DEVICES): a container without the NVIDIA runtime, a privileged one, or a capture without /dev",
+                "no source narrows the {} GPUs down to this container's (no NVIDIA runtime mount, no device node, /proc/driver/nvidia entry or NVML GPU missing, no GPU list in NVIDIA_VISIBLE_DEVICES): a container without the NVIDIA runtime, a privileged one, or a capture without /dev",
                 tallies.len()
             ));
         }
@@ -838,6 +847,34 @@ impl<'a> Analysis<'a> {
                     Some(d) => format!("not listed (bound to {d}, not nvidia)"),
                 };
                 t.add(Vote::Against, path, why);
+            }
+        }
+    }
+
+    /// NVML inside a container lists the GPUs this process may open and passes over the
+    /// others (NVIDIA/nvidia-docker#170), whatever `/dev` holds: a device node can be
+    /// created where the device cgroup refuses it (by NVML itself in CDI containers
+    /// before the toolkit's `disable-device-node-modification` hook,
+    /// NVIDIA/nvidia-container-toolkit#1203). A list of every GPU narrows nothing.
+    fn vote_gpu_nvml(&mut self, tallies: &mut BTreeMap<PciAddr, Tally>) {
+        let Some(nvml) = &self.topo.nvml else {
+            return;
+        };
+        // An empty list says more of NVML than of the container.
+        if !self.context.is_container() || nvml.gpus.is_empty() {
+            return;
+        }
+        let opened = |addr: &PciAddr| nvml.gpu(*addr).is_some();
+        let subset = !tallies.keys().all(opened);
+        for (addr, t) in tallies.iter_mut() {
+            match (opened(addr), subset) {
+                (true, true) => t.add(Vote::For, "NVML", "lists it, and not every GPU"),
+                (true, false) => t.add(Vote::Note, "NVML", "lists it, as every GPU"),
+                (false, _) => t.add(
+                    Vote::Against,
+                    "NVML",
+                    "does not list it: this container may not open it",
+                ),
             }
         }
     }

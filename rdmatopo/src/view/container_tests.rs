@@ -476,6 +476,93 @@ fn nvidia_visible_devices_all_none_void() {
     assert_eq!(states(&env_only("")), [U, U, U, U]);
 }
 
+/// NVML as a container sees it: the GPUs given, in NVML's order, with their minors.
+fn nvml_of(given: &[usize]) -> crate::model::NvmlSnapshot {
+    crate::model::NvmlSnapshot {
+        schema: crate::model::NvmlSnapshot::SCHEMA.to_string(),
+        driver_version: None,
+        cuda_driver_version: None,
+        gpus: given
+            .iter()
+            .enumerate()
+            .map(|(n, i)| {
+                let mut g = crate::model::NvmlGpu::new(n as u32, GPUS[*i]);
+                g.minor_number = Some(MINORS[*i]);
+                g
+            })
+            .collect(),
+    }
+}
+
+/// A CDI pod: `NVIDIA_VISIBLE_DEVICES=void`, the driver's GPU list unmasked, no runtime
+/// mount. Its device nodes and NVML narrow the GPUs down; where nodes of other GPUs
+/// exist too (created in the container), NVML, which cannot open them, leaves them
+/// unknown instead of owned.
+#[test]
+fn nvml_inside_a_container_votes_for_the_gpus_it_lists() {
+    let mut b = B::new(Kind::Pod).env("NVIDIA_VISIBLE_DEVICES", "void");
+    b.dev_nvidia = vec![MINORS[1]];
+    let view = |b: &B, nvml: Option<&[usize]>| {
+        let mut topo = b.topo();
+        topo.nvml = nvml.map(nvml_of);
+        ContainerView::of(&topo)
+    };
+    let v = view(&b, Some(&[1]));
+    assert_eq!(states(&v), [V, O, V, V]);
+    assert!(v.certain);
+    let nvml = |g: &Owned<PciAddr>| {
+        g.evidence
+            .iter()
+            .find(|e| e.source == "NVML")
+            .map(|e| e.value.clone())
+    };
+    assert_eq!(
+        nvml(&v.gpus[1]).as_deref(),
+        Some("lists it, and not every GPU")
+    );
+    assert!(nvml(&v.gpus[0]).is_some_and(|e| e.starts_with("does not list it")));
+    // The node is matched to its GPU by NVML's minor, and said so.
+    assert!(
+        v.gpus[1]
+            .evidence
+            .iter()
+            .any(|e| e.source == format!("/dev/nvidia{}", MINORS[1])
+                && e.value == "present (minor from NVML)")
+    );
+    // Nodes of every GPU: the device nodes alone would make all four owned.
+    b.dev_nvidia = MINORS.to_vec();
+    assert_eq!(states(&view(&b, None)), [O, O, O, O]);
+    let v = view(&b, Some(&[1]));
+    assert_eq!(states(&v), [U, O, U, U]);
+    assert!(!v.certain);
+    // NVML listing every GPU (a privileged container) narrows nothing; none is no vote.
+    b.dev_nvidia = vec![MINORS[1]];
+    assert_eq!(states(&view(&b, Some(&[0, 1, 2, 3]))), [V, O, V, V]);
+    assert!(
+        view(&b, Some(&[0, 1, 2, 3])).gpus[0]
+            .evidence
+            .iter()
+            .all(|e| e.source != "NVML" || e.value == "lists it, as every GPU")
+    );
+    assert_eq!(states(&view(&b, Some(&[]))), [V, O, V, V]);
+}
+
+/// Without NVML, a device node is matched by the minor the driver's procfs line gives,
+/// and the evidence says so (not NVML).
+#[test]
+fn device_minor_origin_is_told_apart() {
+    let mut b = B::new(Kind::Pod);
+    b.dev_nvidia = vec![MINORS[2]];
+    let v = b.view();
+    assert_eq!(states(&v), [V, V, O, V]);
+    assert!(
+        v.gpus[2]
+            .evidence
+            .iter()
+            .any(|e| e.value == "present (minor from /proc/driver/nvidia/gpus/*/information)")
+    );
+}
+
 #[test]
 fn nvidia_visible_devices_mig_forms() {
     let v = env_only("2:0");
