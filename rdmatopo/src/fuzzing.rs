@@ -890,6 +890,7 @@ pub fn base_machine() -> MemTree {
         schema: NvmlSnapshot::SCHEMA.to_string(),
         driver_version: Some("550.54.15".into()),
         cuda_driver_version: Some(12040),
+        device_count: None,
         gpus: Vec::new(),
     };
     let mut nvml = serde_json::to_value(&nvml).unwrap_or_default();

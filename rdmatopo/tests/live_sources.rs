@@ -119,6 +119,7 @@ fn nvml_facts() -> NvmlSnapshot {
         schema: NvmlSnapshot::SCHEMA.into(),
         driver_version: Some("550.54.15".into()),
         cuda_driver_version: Some(12040),
+        device_count: None,
         gpus: vec![NvmlGpu {
             index: 0,
             bus_id: "00000000:03:00.0".into(),

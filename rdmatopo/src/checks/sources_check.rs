@@ -324,6 +324,7 @@ mod tests {
             schema: NvmlSnapshot::SCHEMA.into(),
             driver_version: None,
             cuda_driver_version: None,
+            device_count: None,
             gpus: vec![
                 nvml_gpu(
                     "00000000:03:00.0",
@@ -348,6 +349,7 @@ mod tests {
             schema: NvmlSnapshot::SCHEMA.into(),
             driver_version: None,
             cuda_driver_version: None,
+            device_count: None,
             gpus: vec![
                 nvml_gpu(
                     "00000000:03:00.0",

@@ -826,6 +826,7 @@ impl ReadState {
                 schema: NvmlSnapshot::SCHEMA.to_string(),
                 driver_version: None,
                 cuda_driver_version: None,
+                device_count: None,
                 gpus: std::mem::take(&mut self.nvml),
             });
         }

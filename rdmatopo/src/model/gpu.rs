@@ -133,6 +133,10 @@ pub struct NvmlSnapshot {
     pub driver_version: Option<String>,
     #[serde(default)]
     pub cuda_driver_version: Option<i32>,
+    /// How many GPUs NVML counts (`nvmlDeviceGetCount`); `gpus` holds fewer where some
+    /// could not be read, and then says nothing of the others. Unknown in older snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_count: Option<u32>,
     pub gpus: Vec<NvmlGpu>,
 }
 

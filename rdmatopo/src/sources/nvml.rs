@@ -138,6 +138,7 @@ fn read_snapshot(nvml: &Nvml) -> Result<NvmlSnapshot, SourceError> {
         schema: NvmlSnapshot::SCHEMA.to_string(),
         driver_version: nvml.sys_driver_version().ok(),
         cuda_driver_version: nvml.sys_cuda_driver_version().ok(),
+        device_count: Some(count),
         gpus,
     })
 }

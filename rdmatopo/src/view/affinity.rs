@@ -737,6 +737,7 @@ mod tests {
             schema: NvmlSnapshot::SCHEMA.into(),
             driver_version: None,
             cuda_driver_version: None,
+            device_count: None,
             gpus: vec![
                 gpu(
                     0,

@@ -866,14 +866,24 @@ impl<'a> Analysis<'a> {
         }
         let opened = |addr: &PciAddr| nvml.gpu(*addr).is_some();
         let subset = !tallies.keys().all(opened);
+        // GPUs NVML counted but could not read are missing from its list for that reason.
+        let unread = nvml
+            .device_count
+            .and_then(|n| (n as usize).checked_sub(nvml.gpus.len()))
+            .filter(|n| *n > 0);
         for (addr, t) in tallies.iter_mut() {
-            match (opened(addr), subset) {
-                (true, true) => t.add(Vote::For, "NVML", "lists it, and not every GPU"),
-                (true, false) => t.add(Vote::Note, "NVML", "lists it, as every GPU"),
-                (false, _) => t.add(
+            match (opened(addr), subset, unread) {
+                (true, true, _) => t.add(Vote::For, "NVML", "lists it, and not every GPU"),
+                (true, false, _) => t.add(Vote::Note, "NVML", "lists it, as every GPU"),
+                (false, _, None) => t.add(
                     Vote::Against,
                     "NVML",
                     "does not list it: this container may not open it",
+                ),
+                (false, _, Some(n)) => t.add(
+                    Vote::Note,
+                    "NVML",
+                    format!("does not list it, but could not read {n} of the GPUs it counts"),
                 ),
             }
         }

@@ -482,6 +482,7 @@ fn nvml_of(given: &[usize]) -> crate::model::NvmlSnapshot {
         schema: crate::model::NvmlSnapshot::SCHEMA.to_string(),
         driver_version: None,
         cuda_driver_version: None,
+        device_count: None,
         gpus: given
             .iter()
             .enumerate()
@@ -545,6 +546,16 @@ fn nvml_inside_a_container_votes_for_the_gpus_it_lists() {
             .all(|e| e.source != "NVML" || e.value == "lists it, as every GPU")
     );
     assert_eq!(states(&view(&b, Some(&[]))), [V, O, V, V]);
+    // An NVML that counted GPUs it could not read says nothing of those it lists not.
+    b.dev_nvidia = MINORS.to_vec();
+    let mut topo = b.topo();
+    let mut partial = nvml_of(&[1]);
+    partial.device_count = Some(4);
+    topo.nvml = Some(partial);
+    let v = ContainerView::of(&topo);
+    assert_eq!(states(&v), [O, O, O, O]);
+    assert!(v.gpus[0].evidence.iter().any(|e| e.source == "NVML"
+        && e.value == "does not list it, but could not read 3 of the GPUs it counts"));
 }
 
 /// Without NVML, a device node is matched by the minor the driver's procfs line gives,

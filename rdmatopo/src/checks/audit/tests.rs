@@ -438,6 +438,7 @@ fn mig_uuids_map_to_their_parent_where_nvml_lists_them() {
         schema: crate::model::NvmlSnapshot::SCHEMA.into(),
         driver_version: None,
         cuda_driver_version: None,
+        device_count: None,
         gpus: vec![gpu],
     });
     let alloc = Allocation {
