@@ -855,7 +855,9 @@ impl<'a> Analysis<'a> {
     /// others (NVIDIA/nvidia-docker#170), whatever `/dev` holds: a device node can be
     /// created where the device cgroup refuses it (by NVML itself in CDI containers
     /// before the toolkit's `disable-device-node-modification` hook,
-    /// NVIDIA/nvidia-container-toolkit#1203). A list of every GPU narrows nothing.
+    /// NVIDIA/nvidia-container-toolkit#1203), so such a node is no vote
+    /// ([`Self::vote_gpu_dev_nodes`]). A list of every GPU narrows nothing; a list short
+    /// of GPUs NVML counted but could not read rules none out.
     fn vote_gpu_nvml(&mut self, tallies: &mut BTreeMap<PciAddr, Tally>) {
         let Some(nvml) = &self.topo.nvml else {
             return;
@@ -866,27 +868,40 @@ impl<'a> Analysis<'a> {
         }
         let opened = |addr: &PciAddr| nvml.gpu(*addr).is_some();
         let subset = !tallies.keys().all(opened);
-        // GPUs NVML counted but could not read are missing from its list for that reason.
-        let unread = nvml
-            .device_count
-            .and_then(|n| (n as usize).checked_sub(nvml.gpus.len()))
-            .filter(|n| *n > 0);
         for (addr, t) in tallies.iter_mut() {
-            match (opened(addr), subset, unread) {
-                (true, true, _) => t.add(Vote::For, "NVML", "lists it, and not every GPU"),
-                (true, false, _) => t.add(Vote::Note, "NVML", "lists it, as every GPU"),
-                (false, _, None) => t.add(
+            if opened(addr) {
+                if subset {
+                    t.add(Vote::For, "NVML", "lists it, and not every GPU");
+                } else {
+                    t.add(Vote::Note, "NVML", "lists it, as every GPU");
+                }
+            } else if self.nvml_refuses(*addr) {
+                t.add(
                     Vote::Against,
                     "NVML",
                     "does not list it: this container may not open it",
-                ),
-                (false, _, Some(n)) => t.add(
+                );
+            } else {
+                let unread =
+                    (nvml.device_count.unwrap_or(0) as usize).saturating_sub(nvml.gpus.len());
+                t.add(
                     Vote::Note,
                     "NVML",
-                    format!("does not list it, but could not read {n} of the GPUs it counts"),
-                ),
+                    format!("does not list it, but could not read {unread} of the GPUs it counts"),
+                );
             }
         }
+    }
+
+    /// Whether NVML in this container, having read every GPU it counts, leaves out the
+    /// GPU at `pci`: the container may not open it, whatever `/dev` holds.
+    fn nvml_refuses(&self, pci: PciAddr) -> bool {
+        self.context.is_container()
+            && self.topo.nvml.as_ref().is_some_and(|n| {
+                !n.gpus.is_empty()
+                    && n.device_count.is_none_or(|c| c as usize <= n.gpus.len())
+                    && n.gpu(pci).is_none()
+            })
     }
 
     fn vote_gpu_dev_nodes(&mut self, tallies: &mut BTreeMap<PciAddr, Tally>) {
@@ -943,6 +958,14 @@ impl<'a> Analysis<'a> {
                     Vote::For,
                     path,
                     format!("bind-mounted by the NVIDIA container runtime ({from})"),
+                );
+            } else if present.contains(&minor) && self.nvml_refuses(*addr) {
+                t.add(
+                    Vote::Note,
+                    path,
+                    format!(
+                        "present ({from}), but NVML here does not list it: a node made inside the container, which may not open it"
+                    ),
                 );
             } else if present.contains(&minor) {
                 let vote = if self.filtered_dev {

@@ -497,8 +497,8 @@ fn nvml_of(given: &[usize]) -> crate::model::NvmlSnapshot {
 
 /// A CDI pod: `NVIDIA_VISIBLE_DEVICES=void`, the driver's GPU list unmasked, no runtime
 /// mount. Its device nodes and NVML narrow the GPUs down; where nodes of other GPUs
-/// exist too (created in the container), NVML, which cannot open them, leaves them
-/// unknown instead of owned.
+/// exist too (created in the container), NVML, which cannot open them, makes them
+/// another container's instead of this one's.
 #[test]
 fn nvml_inside_a_container_votes_for_the_gpus_it_lists() {
     let mut b = B::new(Kind::Pod).env("NVIDIA_VISIBLE_DEVICES", "void");
@@ -534,8 +534,11 @@ fn nvml_inside_a_container_votes_for_the_gpus_it_lists() {
     b.dev_nvidia = MINORS.to_vec();
     assert_eq!(states(&view(&b, None)), [O, O, O, O]);
     let v = view(&b, Some(&[1]));
-    assert_eq!(states(&v), [U, O, U, U]);
-    assert!(!v.certain);
+    assert_eq!(states(&v), [V, O, V, V]);
+    assert!(v.certain);
+    assert!(v.gpus[0].evidence.iter().any(|e| e.source
+        == format!("/dev/nvidia{}", MINORS[0])
+        && e.value.ends_with("but NVML here does not list it: a node made inside the container, which may not open it")));
     // NVML listing every GPU (a privileged container) narrows nothing; none is no vote.
     b.dev_nvidia = vec![MINORS[1]];
     assert_eq!(states(&view(&b, Some(&[0, 1, 2, 3]))), [V, O, V, V]);
