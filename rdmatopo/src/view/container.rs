@@ -561,9 +561,9 @@ impl Tally {
             (false, true) => Ownership::Visible,
             (true, true) => {
                 findings.push(format!(
-                    "{what}: sources disagree: {} say it is this container's, {} say it is not",
-                    self.sources(Vote::For).join(", "),
-                    self.sources(Vote::Against).join(", ")
+                    "{what}: sources disagree: {} it is this container's, {} it is not",
+                    says(&self.sources(Vote::For)),
+                    says(&self.sources(Vote::Against))
                 ));
                 Ownership::Unknown
             }
@@ -579,6 +579,15 @@ impl Tally {
             });
         }
         (state, evidence)
+    }
+}
+
+/// "A says", "A and B say", "A, B and C say": one side of a disagreement.
+fn says(sources: &[String]) -> String {
+    match sources {
+        [] => String::new(),
+        [one] => format!("{one} says"),
+        [rest @ .., last] => format!("{} and {last} say", rest.join(", ")),
     }
 }
 
