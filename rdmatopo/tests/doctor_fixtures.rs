@@ -161,6 +161,40 @@ fn exclusive_netns_pod_sees_and_judges_its_own_device() {
     assert_eq!(r.exit_code(), 0);
 }
 
+/// An InfiniBand pod given four GPUs and, by the RDMA shared device plugin, all eight
+/// compute HCAs: the four far ones are the rails of another pod's GPUs, which NCCL's
+/// search passes over while the near ones are up, and no netdev of an IB port is needed
+/// in the pod's namespace.
+#[test]
+fn infiniband_pod_given_every_hca_of_a_shared_pool() {
+    let r = report("pod-h100-ib-shared");
+    let rails = r.findings.iter().find(|f| f.check == "multi-rail").unwrap();
+    assert_eq!(outcome(&r, "multi-rail"), Outcome::Info);
+    assert!(rails.summary.contains(
+        "NCCL also opens mlx5_0, mlx5_3, mlx5_4 and mlx5_5 (InfiniBand, 400 Gb/s), SYS from every GPU in use"
+    ));
+    assert!(rails.fix.ends_with(
+        "NCCL_IB_HCA==mlx5_6:1,mlx5_9:1,mlx5_10:1,mlx5_11:1 (from `rdmatopo nccl-env`)"
+    ));
+    assert!(has(
+        &r,
+        "netns",
+        "the IPoIB netdevs of mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_9, mlx5_10 and mlx5_11 stay in the host namespace"
+    ));
+    assert!(!has(&r, "netns", "their MTU and carrier cannot be read"));
+    let netns = r.findings.iter().find(|f| f.check == "netns").unwrap();
+    assert!(
+        netns
+            .why
+            .contains("an InfiniBand port is addressed by its LID and port GIDs")
+    );
+    assert_eq!(netns.fix, "nothing to change");
+    for check in ["numa-affinity", "gpu-nic-distance", "pcie-link", "memlock"] {
+        assert_eq!(outcome(&r, check), Outcome::Ok, "{check}");
+    }
+    assert_eq!(r.exit_code(), 0);
+}
+
 #[test]
 fn hosts() {
     // ACS is on at the root ports only, above every GPU-NIC switch: no redirect between them.

@@ -347,16 +347,28 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
     let visible: Vec<String> = topo.netdevs.iter().map(|n| n.name.clone()).collect();
     f = f.with("/sys/class/net", visible.join(" "));
     let mut lines = Vec::new();
-    let hidden: Vec<String> = scope
+    // An InfiniBand port's netdev is IPoIB, which RDMA traffic does not use.
+    let (hidden_ib, hidden): (Vec<&RdmaDevice>, Vec<&RdmaDevice>) = scope
         .hcas
         .iter()
+        .copied()
         .filter(|d| d.ports.iter().all(|p| p.netdev.is_none()))
-        .map(|d| d.name.clone())
-        .collect();
+        .partition(|d| {
+            d.ports
+                .iter()
+                .all(|p| p.link_layer == Some(LinkLayer::InfiniBand))
+        });
+    let names = |devs: &[&RdmaDevice]| devs.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
     if !hidden.is_empty() {
         lines.push(format!(
             "the netdevs of {} are in the host namespace, invisible here (their MTU and carrier cannot be read)",
-            list(&hidden)
+            list(&names(&hidden))
+        ));
+    }
+    if !hidden_ib.is_empty() {
+        lines.push(format!(
+            "the IPoIB netdevs of {} stay in the host namespace, which RDMA over InfiniBand does not need",
+            list(&names(&hidden_ib))
         ));
     }
     let mut chosen = Vec::new();
@@ -401,6 +413,9 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
         .filter_map(|(_, p)| best_gid(topo, p).map(|g| g.index))
         .collect();
     let why = match mode {
+        Some(NetnsMode::Shared) if roce.is_empty() => {
+            "in shared mode every HCA is visible and usable from every namespace; an InfiniBand port is addressed by its LID and port GIDs, which belong to no network namespace, so this pod's own namespace takes nothing from it"
+        }
         Some(NetnsMode::Shared) => {
             "in shared mode every HCA is visible and usable from every namespace, but only the GIDs of netdevs in this namespace (macvlan/ipvlan/VF) are this pod's addresses, at indices that differ from pod to pod; MLNX_OFED reads the other namespaces' slots as zero, the upstream kernel lists them with their netdev names"
         }
@@ -411,7 +426,9 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
             "the RDMA netns mode decides whether all HCAs (shared) or only the assigned ones (exclusive) are visible; only the GIDs of this namespace's netdevs are its addresses"
         }
     };
-    let fix = if indices.len() > 1 {
+    let fix = if roce.is_empty() {
+        "nothing to change"
+    } else if indices.len() > 1 {
         "leave NCCL_IB_GID_INDEX unset: the right index differs between devices here, and NCCL (>= 2.21) picks per device"
     } else {
         "nothing to change if NCCL_IB_GID_INDEX is unset (NCCL >= 2.21 finds the index); use hostNetwork: true only if the pod must see the host's netdevs"

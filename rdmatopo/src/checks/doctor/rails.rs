@@ -5,6 +5,7 @@
 use super::{Scope, Sink, list, port_dir, port_name, short_list, state_text};
 use crate::model::{Port, RdmaDevice, Severity};
 use crate::parse::LinkLayer;
+use crate::view::affinity::{PathClass, path_class};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn speed(port: &Port) -> String {
@@ -237,6 +238,25 @@ fn unplanned(scope: &Scope, out: &mut Sink) {
     if extra.is_empty() {
         return;
     }
+    if extra.iter().all(|(d, p)| farther_rail(scope, d, p)) {
+        let names: Vec<String> = extra.iter().map(|(d, p)| port_name(d, p.number)).collect();
+        let kinds: BTreeSet<String> = extra
+            .iter()
+            .map(|(_, p)| format!("{}, {}", layer(p), speed(p)))
+            .collect();
+        let kinds: Vec<String> = kinds.into_iter().collect();
+        out.push(
+            out.info(format!(
+                "NCCL_IB_HCA is not set: NCCL also opens {} ({}), SYS from every GPU in use; it keeps to the nearer rails while they are up",
+                short_list(&names, 6),
+                kinds.join("; ")
+            ))
+            .with("/proc/self/environ", "NCCL_IB_HCA unset")
+            .why("NCCL opens every ACTIVE port, then gives each GPU the NICs of the highest path bandwidth and, among those, the nearest (ncclTopoGetLocal); a farther NIC joins a ring only when the search finds no solution at the nearer level (a rail down), and then its traffic crosses the CPU interconnect without GPUDirect RDMA, on an HCA whose near GPUs may be another job's")
+            .fix(format!("to keep NCCL on the rails{}", hca_hint(scope))),
+        );
+        return;
+    }
     // Group ports of the same kind and reason: `mlx5_1 and mlx5_7 (Ethernet, 200 Gb/s: …)`.
     let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for (d, p) in &extra {
@@ -263,6 +283,31 @@ fn unplanned(scope: &Scope, out: &mut Sink) {
         .why("without NCCL_IB_HCA NCCL opens every ACTIVE port; ports of another fabric or the front-end network cannot reach the other nodes' compute ports, and a port without a routable GID fails its connections")
         .fix(format!("set the compute rails explicitly{}", hca_hint(scope))),
     );
+}
+
+/// A port of the rails' link layer that every GPU in use reaches only across NUMA nodes
+/// (SYS) while each has a nearer rail: NCCL's search does not pick it while the rails
+/// are up.
+fn farther_rail(scope: &Scope, dev: &RdmaDevice, port: &Port) -> bool {
+    let topo = scope.topo;
+    let Some(nic) = dev.pci.and_then(|a| topo.pci_function(a)) else {
+        return false;
+    };
+    let same_layer = scope
+        .rails()
+        .iter()
+        .all(|(_, p)| p.link_layer == port.link_layer);
+    let near_rails = !scope.gpu_nics.is_empty()
+        && scope
+            .gpu_nics
+            .iter()
+            .all(|g| g.class != PathClass::Sys && !g.nics.is_empty());
+    let far = !scope.gpus.is_empty()
+        && scope.gpus.iter().all(|g| {
+            topo.pci_function(g.pci)
+                .is_some_and(|f| path_class(topo, f, nic) == PathClass::Sys)
+        });
+    port.link_layer.is_some() && same_layer && near_rails && far
 }
 
 /// `: NCCL_IB_HCA=<plan>` when the plan recommends a value.
