@@ -231,6 +231,79 @@ fn gpu_and_shared_rdma_plugins_on_a_dgx() {
     );
 }
 
+/// The plugin's `config.json` in the forms of its own sample ConfigMap: a pool of every
+/// IB HCA mounts all eight into the container, which is judged with all of them.
+#[test]
+fn a_shared_pool_config_places_every_hca_it_selects() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"periodicUpdateInterval": 300, "configList": [
+             {"resourceName": "rail0", "rdmaHcaMax": 1000, "devices": ["ibp24s0"]},
+             {"resourceName": "ib_all", "rdmaHcaMax": 63,
+              "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"]}}]}"#,
+    )
+    .unwrap();
+    let mut rail0 = each("nvidia.com/gpu", &[DGX_GPU0], Some(0));
+    rail0.extend(each("rdma/rail0", &["3"], None));
+    let mut all = each("nvidia.com/gpu", &[DGX_GPU4], Some(1));
+    all.extend(each("rdma/ib_all", &["5"], None));
+    let kubelet = Kubelet {
+        list: ListPodResourcesResponse {
+            pod_resources: vec![
+                pod("train", "rail0-0", rail0, &[2, 3, 4, 5]),
+                pod("train", "all-0", all, &[60, 61, 62, 63]),
+            ],
+        },
+        allocatable: None,
+    };
+    let socket = serve(dir.path(), kubelet);
+    let args = ["--format", "json", "--rdma-shared-config"];
+    let mut extra: Vec<&str> = args.to_vec();
+    extra.push(config.to_str().unwrap());
+    let out = audit(&fixture("h100-dgx"), &socket, &extra);
+    let r = json(&out);
+    let pods = r["pods"].as_array().unwrap();
+    let rail0 = &pods[0]["containers"][0];
+    assert_eq!(rail0["nics"].as_array().unwrap().len(), 1, "{rail0:#}");
+    assert_eq!(rail0["nics"][0]["netdev"], "ibp24s0");
+    assert_eq!(rail0["worst_path"], "PXB");
+    let all = &pods[1]["containers"][0];
+    let hcas: Vec<&str> = all["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["rdma_device"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        hcas,
+        [
+            "mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"
+        ]
+    );
+    // GPU 4's own rail, mlx5_6, is among them.
+    assert_eq!(all["worst_path"], "PXB", "{all:#}");
+
+    // A config the plugin would refuse (and exit on) is an error naming the file.
+    std::fs::write(
+        &config,
+        r#"{"configList": [{"resourceName": "x", "rdmaHcaMax": 1, "devices": ["a"],
+             "selectors": {"ifNames": ["a"]}}]}"#,
+    )
+    .unwrap();
+    let out = audit(&fixture("h100-dgx"), &socket, &extra);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}: x: both selectors and devices",
+            config.display()
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn table_and_prometheus_outputs() {
     let dir = tempfile::tempdir().unwrap();

@@ -37,8 +37,8 @@ pub struct AuditArgs {
     pub timeout: humantime::Duration,
     #[arg(long, value_enum, default_value = "table")]
     pub format: AuditFormat,
-    /// k8s-rdma-shared-dev-plugin's config.json, to map its pool names to HCAs (by
-    /// default, the names `rdmatopo k8s rdma-shared-dev-plugin` writes).
+    /// k8s-rdma-shared-dev-plugin's config.json, to map its pools to the HCAs their
+    /// selectors pick (by default, the names `rdmatopo k8s rdma-shared-dev-plugin` writes).
     #[arg(long, value_name = "FILE")]
     pub rdma_shared_config: Option<PathBuf>,
     /// The node's name, for the report (the DaemonSet passes spec.nodeName).
@@ -86,8 +86,14 @@ fn options(a: &AuditArgs) -> Result<AuditOptions, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let config: SharedDevPluginConfig =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    config.validate().map_err(|e| {
+        format!(
+            "{}: {e} (the plugin exits on such a config)",
+            path.display()
+        )
+    })?;
     Ok(AuditOptions {
-        shared_pools: Some(config.if_name_pools()),
+        shared_pools: Some(config.pools()),
     })
 }
 

@@ -14,6 +14,8 @@
 //! hyphen (its README), `pfNames` VF ranges are `<pf>#<i>,<a>-<b>`. NFD label names
 //! and values follow the Kubernetes label syntax.
 
+use crate::checks::audit::SharedPools;
+pub use crate::checks::audit::SharedSelectors;
 use crate::model::{NetnsMode, Topology};
 use crate::parse::{LinkLayer, PciAddr};
 use crate::view::ViewError;
@@ -331,13 +333,6 @@ impl Default for SharedDevPluginOptions {
     }
 }
 
-/// `selectors` of a k8s-rdma-shared-dev-plugin resource.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SharedSelectors {
-    pub if_names: Vec<String>,
-}
-
 /// One `configList` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -345,8 +340,38 @@ pub struct SharedResource {
     pub resource_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_prefix: Option<String>,
+    /// Missing reads as 0, as the plugin's Go struct does (a pool of no slots).
+    #[serde(default)]
     pub rdma_hca_max: u32,
+    /// Deprecated netdev list, which the plugin takes as `selectors.ifNames`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+    #[serde(default, skip_serializing_if = "SharedSelectors::is_empty")]
     pub selectors: SharedSelectors,
+}
+
+impl SharedResource {
+    /// The full resource name: `rdma/<name>`, or `<resourcePrefix>/<name>`.
+    pub fn full_name(&self) -> String {
+        let prefix = self
+            .resource_prefix
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .unwrap_or("rdma");
+        format!("{prefix}/{}", self.resource_name)
+    }
+
+    /// The selectors the plugin applies: `selectors`, or `devices` as ifNames.
+    pub fn effective_selectors(&self) -> SharedSelectors {
+        if self.selectors.is_empty() {
+            SharedSelectors {
+                if_names: self.devices.clone(),
+                ..SharedSelectors::default()
+            }
+        } else {
+            self.selectors.clone()
+        }
+    }
 }
 
 /// The plugin's `config.json`.
@@ -359,25 +384,17 @@ pub struct SharedDevPluginConfig {
 }
 
 impl SharedDevPluginConfig {
-    /// Full pool names (`rdma/hca_ibp24s0`) to the netdevs their `ifNames` selectors
-    /// name, as `k8s audit` places the plugin's slots (pools selected otherwise, by
-    /// vendor or driver, are left out).
-    pub fn if_name_pools(&self) -> Vec<(String, Vec<String>)> {
+    /// Every pool with the selectors the plugin applies, as `k8s audit` places the
+    /// plugin's slots.
+    pub fn pools(&self) -> SharedPools {
         self.config_list
             .iter()
-            .filter(|r| !r.selectors.if_names.is_empty())
-            .map(|r| {
-                let prefix = r.resource_prefix.as_deref().unwrap_or("rdma");
-                (
-                    format!("{prefix}/{}", r.resource_name),
-                    r.selectors.if_names.clone(),
-                )
-            })
+            .map(|r| (r.full_name(), r.effective_selectors()))
             .collect()
     }
 
     /// The plugin's `ValidateConfigs` rules: a non-empty list, names of
-    /// `[a-zA-Z0-9_]`, unique, and non-empty selectors.
+    /// `[a-zA-Z0-9_]`, unique, and selectors or (deprecated) `devices`, not both.
     ///
     /// # Errors
     /// The first rule broken.
@@ -396,8 +413,18 @@ impl SharedDevPluginConfig {
             if !seen.insert(n.as_str()) {
                 return Err(ViewError::Invalid(format!("resourceName {n:?} repeats")));
             }
-            if r.selectors.if_names.is_empty() {
-                return Err(ViewError::Invalid(format!("{n}: no selector")));
+            match (r.selectors.is_empty(), r.devices.is_empty()) {
+                (true, true) => {
+                    return Err(ViewError::Invalid(format!(
+                        "{n}: neither selectors nor devices"
+                    )));
+                }
+                (false, false) => {
+                    return Err(ViewError::Invalid(format!(
+                        "{n}: both selectors and devices"
+                    )));
+                }
+                _ => {}
             }
         }
         Ok(())
@@ -463,8 +490,10 @@ fn shared_pools(
                 resource_name: name,
                 resource_prefix: opts.resource_prefix.clone(),
                 rdma_hca_max: opts.rdma_hca_max,
+                devices: Vec::new(),
                 selectors: SharedSelectors {
                     if_names: vec![ifname.clone()],
+                    ..SharedSelectors::default()
                 },
             },
             ports: vec![p.label.clone()],

@@ -12,7 +12,8 @@
 //!   pod as `PCIDEVICE_<RESOURCE>`).
 //! - k8s-rdma-shared-dev-plugin: `0`…`rdmaHcaMax-1`, slots of one shared pool
 //!   (Mellanox/k8s-rdma-shared-dev-plugin `pkg/resources/server.go`, `strconv.Itoa(id)`):
-//!   the resource name, not the id, says which HCA it is.
+//!   the resource name, not the id, says which HCAs it is, and every container holding
+//!   a slot gets the device nodes of all of them (`Allocate` mounts the whole pool).
 //! - DRA: NVIDIA/k8s-dra-driver-gpu (driver `gpu.nvidia.com`) names its devices
 //!   `gpu-<index>` and `gpu-<index>-mig-<profile>-<start>-<size>`
 //!   (`GpuInfo.CanonicalName`, `MigDeviceInfo.CanonicalName`), NVML indices again. Other DRA drivers' devices are listed,
@@ -20,6 +21,7 @@
 
 use crate::model::Topology;
 use crate::parse::PciAddr;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// What one device id is on this node.
@@ -27,16 +29,152 @@ use std::collections::HashMap;
 pub enum Mapped {
     Gpu(PciAddr),
     Nic(PciAddr),
+    /// A slot of a shared RDMA pool: the HCAs (PCI functions) the pool selects, all of
+    /// which the container gets.
+    Pool(Vec<PciAddr>),
     /// Looks like a GPU or NIC id but is not on this node (or cannot be placed): why.
     Unknown(String),
     /// A resource this audit does not judge (not a GPU or RDMA device).
     Other,
 }
 
-/// Shared-RDMA pool names (with prefix: `rdma/hca_ibp24s0`) to the netdevs they select
-/// (`SharedDevPluginConfig::if_name_pools` in `export::k8s` reads them from the
+impl Mapped {
+    /// The NIC functions it places: one, a pool's, or none.
+    pub fn nics(&self) -> &[PciAddr] {
+        match self {
+            Mapped::Nic(pci) => std::slice::from_ref(pci),
+            Mapped::Pool(hcas) => hcas,
+            _ => &[],
+        }
+    }
+}
+
+/// The `selectors` of one k8s-rdma-shared-dev-plugin pool (`pkg/types/types.go`
+/// `Selectors`). The plugin keeps a network-class PCI function (PF or VF) that has
+/// `uverbs`, `umad` and `rdma_cm` device nodes, then filters by vendors, deviceIDs,
+/// drivers, ifNames and linkTypes in turn (`GetFilteredDevices`): any entry of a list
+/// matches, every non-empty list must, by exact string.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedSelectors {
+    /// Vendor ids in lower-case hex without `0x` (`15b3`), as ghw reads `modalias`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vendors: Vec<String>,
+    /// Device ids, written like vendors (`101d`).
+    #[serde(default, rename = "deviceIDs", skip_serializing_if = "Vec::is_empty")]
+    pub device_ids: Vec<String>,
+    /// Basenames of the function's `driver` link (`mlx5_core`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drivers: Vec<String>,
+    /// The first name, sorted, in the function's `net/` directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub if_names: Vec<String>,
+    /// That netdev's encapsulation as netlink names it (`ether`, `infiniband`); a
+    /// function without a netdev has none, so this list drops it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub link_types: Vec<String>,
+}
+
+impl SharedSelectors {
+    /// No list given (the plugin refuses a pool with neither selectors nor `devices`).
+    pub fn is_empty(&self) -> bool {
+        self.lists().iter().all(|(_, l)| l.is_empty())
+    }
+
+    fn lists(&self) -> [(&'static str, &[String]); 5] {
+        [
+            ("vendors", &self.vendors),
+            ("deviceIDs", &self.device_ids),
+            ("drivers", &self.drivers),
+            ("ifNames", &self.if_names),
+            ("linkTypes", &self.link_types),
+        ]
+    }
+
+    /// The RDMA functions of `topo` the plugin puts in this pool, in address order. An
+    /// RDMA device with a uverbs device stands for the plugin's device-node test
+    /// (`VerifyRdmaSpec`: `uverbs`, `umad` and `rdma_cm` nodes), whose `umad` a topology
+    /// does not hold.
+    pub fn select(&self, topo: &Topology) -> Vec<PciAddr> {
+        topo.pci
+            .iter()
+            .filter(|f| f.class >> 16 == 0x02)
+            .filter(|f| {
+                topo.rdma_devices
+                    .iter()
+                    .any(|d| d.pci == Some(f.address) && d.uverbs.is_some())
+            })
+            .filter(|f| {
+                let if_name = pool_if_name(topo, f.address);
+                let link_type = if_name
+                    .and_then(|n| topo.netdev(n))
+                    .and_then(|n| n.arphrd)
+                    .map(encap_type);
+                let facts = [
+                    Some(format!("{:04x}", f.vendor)),
+                    Some(format!("{:04x}", f.device)),
+                    f.driver.clone(),
+                    if_name.map(str::to_string),
+                    link_type,
+                ];
+                self.lists().iter().zip(&facts).all(|((_, list), fact)| {
+                    list.is_empty() || fact.as_ref().is_some_and(|v| list.contains(v))
+                })
+            })
+            .map(|f| f.address)
+            .collect()
+    }
+
+    /// Why a pool selects nothing here: its lists, and the ifNames this node lacks or
+    /// that are not a PCI function's first netdev.
+    fn why_empty(&self, topo: &Topology) -> String {
+        let lists: Vec<String> = self
+            .lists()
+            .iter()
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(name, l)| format!("{name} {}", l.join(",")))
+            .collect();
+        let mut why = format!(
+            "its selectors ({}) match no RDMA device of this node",
+            lists.join("; ")
+        );
+        for name in &self.if_names {
+            match topo.netdev(name) {
+                None => why.push_str(&format!("; netdev {name} is not on this node")),
+                Some(n) if n.pci.is_none() => why.push_str(&format!(
+                    "; netdev {name} has no PCI function (the plugin matches a function's own netdev)"
+                )),
+                Some(_) => {}
+            }
+        }
+        why
+    }
+}
+
+/// The netdev the plugin names a PCI function by: the first entry, sorted, of its
+/// `net/` directory (`utils.GetNetNames`, `os.ReadDir` order).
+fn pool_if_name(topo: &Topology, pci: PciAddr) -> Option<&str> {
+    topo.netdevs
+        .iter()
+        .filter(|n| n.pci == Some(pci))
+        .map(|n| n.name.as_str())
+        .min()
+}
+
+/// netlink's name of an `ARPHRD_*` type, for the two an RDMA function's netdev has
+/// (vishvananda/netlink `nl/nl_linux.go`, `IfInfomsg.EncapType`).
+fn encap_type(arphrd: u32) -> String {
+    match arphrd {
+        1 => "ether".into(),
+        32 => "infiniband".into(),
+        other => format!("arphrd {other}"),
+    }
+}
+
+/// Shared-RDMA pools: the full resource name (with prefix: `rdma/hca_ibp24s0`) and
+/// the selectors (`SharedDevPluginConfig::pools` in `export::k8s` reads them from the
 /// plugin's `config.json`).
-pub type SharedPools = Vec<(String, Vec<String>)>;
+pub type SharedPools = Vec<(String, SharedSelectors)>;
 
 /// Lookup tables of one node, built once.
 #[derive(Debug)]
@@ -45,8 +183,8 @@ pub struct IdMap {
     by_index: HashMap<u32, PciAddr>,
     /// MIG device UUIDs (lower case) to their parent GPU, from NVML facts.
     by_mig: HashMap<String, PciAddr>,
-    /// Full resource name (`rdma/hca_ibp24s0`) to the HCA's PCI function.
-    shared: HashMap<String, Result<PciAddr, String>>,
+    /// Full resource name (`rdma/hca_ibp24s0`) to the HCAs' PCI functions.
+    shared: HashMap<String, Result<Vec<PciAddr>, String>>,
     gpu_functions: Vec<PciAddr>,
 }
 
@@ -80,27 +218,23 @@ impl IdMap {
                 }
             }
         }
-        let netdev_pci = |name: &str| -> Result<PciAddr, String> {
-            topo.netdevs
-                .iter()
-                .find(|n| n.name == name)
-                .ok_or_else(|| format!("netdev {name} is not on this node"))?
-                .pci
-                .ok_or_else(|| format!("netdev {name} has no PCI function"))
-        };
         let mut shared = HashMap::new();
         match pools {
             Some(pools) => {
-                for (name, if_names) in pools {
-                    // A pool of several netdevs is judged by its first.
-                    let first = if_names.first().map(String::as_str).unwrap_or_default();
-                    shared.insert(name.clone(), netdev_pci(first));
+                for (name, selectors) in pools {
+                    let hcas = selectors.select(topo);
+                    let pool = if hcas.is_empty() {
+                        Err(selectors.why_empty(topo))
+                    } else {
+                        Ok(hcas)
+                    };
+                    shared.insert(name.clone(), pool);
                 }
             }
             None => {
                 for n in &topo.netdevs {
                     if let Some(pci) = n.pci {
-                        shared.insert(format!("rdma/hca_{}", n.name), Ok(pci));
+                        shared.insert(format!("rdma/hca_{}", n.name), Ok(vec![pci]));
                     }
                 }
             }
@@ -118,7 +252,7 @@ impl IdMap {
     pub fn map(&self, topo: &Topology, resource: &str, id: &str) -> Mapped {
         if let Some(pool) = self.shared.get(resource) {
             return match pool {
-                Ok(pci) => Mapped::Nic(*pci),
+                Ok(hcas) => Mapped::Pool(hcas.clone()),
                 Err(why) => Mapped::Unknown(format!("shared RDMA pool {resource}: {why}")),
             };
         }

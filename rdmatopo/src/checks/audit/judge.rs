@@ -75,10 +75,10 @@ impl<'a> Node<'a> {
                     if taken.is_some_and(|t| t.contains(id.as_str())) {
                         continue;
                     }
-                    if let Mapped::Nic(pci) = ids.map(topo, &d.resource_name, id)
-                        && !free.contains(&pci)
-                    {
-                        free.push(pci);
+                    for &pci in ids.map(topo, &d.resource_name, id).nics() {
+                        if !free.contains(&pci) {
+                            free.push(pci);
+                        }
                     }
                 }
             }
@@ -109,7 +109,8 @@ impl<'a> Node<'a> {
             let mut other_ids = Vec::new();
             let mut placed: Vec<PciAddr> = Vec::new();
             for id in &d.device_ids {
-                match self.ids.map(topo, &d.resource_name, id) {
+                let mapped = self.ids.map(topo, &d.resource_name, id);
+                match mapped {
                     Mapped::Gpu(pci) => {
                         placed.push(pci);
                         if let Some(g) = topo.gpus.iter().find(|g| g.pci == pci)
@@ -125,10 +126,12 @@ impl<'a> Node<'a> {
                             });
                         }
                     }
-                    Mapped::Nic(pci) => {
-                        placed.push(pci);
-                        if !nics.iter().any(|n| n.pci == pci) {
-                            nics.push(self.nic(d, id, pci));
+                    Mapped::Nic(_) | Mapped::Pool(_) => {
+                        for &pci in mapped.nics() {
+                            placed.push(pci);
+                            if !nics.iter().any(|n| n.pci == pci) {
+                                nics.push(self.nic(d, id, pci));
+                            }
                         }
                     }
                     Mapped::Unknown(why) => late.push(unknown(pod, c, d, id, &why)),

@@ -20,7 +20,7 @@ use crate::model::allocation::Allocation;
 use crate::parse::PciAddr;
 use serde::{Deserialize, Serialize};
 
-pub use ids::{IdMap, Mapped, SharedPools};
+pub use ids::{IdMap, Mapped, SharedPools, SharedSelectors};
 
 /// Schema tag of the report's JSON.
 pub const SCHEMA: &str = "rdmatopo.audit/1";

@@ -366,40 +366,117 @@ fn two_gpus_on_one_rail_is_multi_rail() {
     assert_eq!(c.worst_path.as_deref(), Some("NODE"));
 }
 
+/// The forms of the plugin's own sample ConfigMap (deployment/k8s/base/configmap.yaml:
+/// the deprecated `devices`, and `vendors`/`deviceIDs` selectors) and a pool of several
+/// HCAs: the plugin mounts every HCA of the pool into a container holding one slot.
 #[test]
-fn shared_pools_from_the_plugins_config() {
+fn shared_pools_select_as_the_plugin_does() {
     let t = dgx();
     let config: crate::export::k8s::SharedDevPluginConfig = serde_json::from_str(
-        r#"{"configList":[{"resourceName":"rail0","resourcePrefix":"example.com","rdmaHcaMax":10,"selectors":{"ifNames":["ibp24s0"]}},
+        r#"{"periodicUpdateInterval":300,"configList":[
+            {"resourceName":"rail0","resourcePrefix":"example.com","rdmaHcaMax":1000,"devices":["ibp24s0"]},
+            {"resourceName":"ib_all","rdmaHcaMax":63,"selectors":{"vendors":["15b3"],"linkTypes":["infiniband"]}},
+            {"resourceName":"eth","rdmaHcaMax":63,"selectors":{"vendors":["15b3"],"drivers":["mlx5_core"],"linkTypes":["ether"]}},
+            {"resourceName":"intel","rdmaHcaMax":63,"selectors":{"vendors":["8086"]}},
+            {"resourceName":"docker","rdmaHcaMax":63,"selectors":{"ifNames":["docker0"]}},
             {"resourceName":"gone","rdmaHcaMax":10,"selectors":{"ifNames":["ib9"]}}]}"#,
     )
     .unwrap();
+    config.validate().unwrap();
+    let pools = config.pools();
+    let selected = |name: &str| -> Vec<String> {
+        let (_, s) = pools.iter().find(|(n, _)| n == name).unwrap();
+        s.select(t).iter().map(|p| p.to_string()).collect()
+    };
+    assert_eq!(selected("example.com/rail0"), ["0000:18:00.0"]);
+    // The eight compute CX-7s of the fixture's README, in address order.
+    assert_eq!(
+        selected("rdma/ib_all"),
+        [
+            "0000:18:00.0",
+            "0000:40:00.0",
+            "0000:4f:00.0",
+            "0000:5e:00.0",
+            "0000:9a:00.0",
+            "0000:c0:00.0",
+            "0000:ce:00.0",
+            "0000:dc:00.0"
+        ]
+    );
+    // The storage ports, not the Intel X550 (Ethernet, but no RDMA device).
+    assert_eq!(
+        selected("rdma/eth"),
+        [
+            "0000:29:00.0",
+            "0000:29:00.1",
+            "0000:aa:00.0",
+            "0000:aa:00.1"
+        ]
+    );
+    assert!(selected("rdma/intel").is_empty());
+
     let opts = AuditOptions {
-        shared_pools: Some(config.if_name_pools()),
+        shared_pools: Some(pools.clone()),
     };
     let alloc = Allocation {
-        pods: vec![pod(
-            "p",
-            vec![
-                devices("example.com/rail0", &["3"], None),
-                devices("rdma/gone", &["1"], None),
-            ],
-            0..2,
-        )],
+        pods: vec![
+            pod(
+                "all",
+                vec![
+                    devices("nvidia.com/gpu", &[&uuid(t, 4)], None),
+                    devices("rdma/ib_all", &["7"], None),
+                ],
+                56..60,
+            ),
+            pod(
+                "odd",
+                vec![
+                    devices("example.com/rail0", &["3"], None),
+                    devices("rdma/intel", &["0"], None),
+                    devices("rdma/docker", &["0"], None),
+                    devices("rdma/gone", &["1"], None),
+                ],
+                0..2,
+            ),
+        ],
         allocatable: None,
     };
     let r = audit(t, &alloc, &opts);
-    let c = one(&r);
-    assert_eq!(c.nics[0].netdev.as_deref(), Some("ibp24s0"));
-    let f = c
+    let all = &r.pods[0].containers[0];
+    let names: Vec<&str> = all
+        .nics
+        .iter()
+        .map(|n| n.rdma_device.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"
+        ]
+    );
+    assert!(all.nics.iter().all(|n| n.device_id == "7"));
+    // GPU 4's own rail (mlx5_6) is in the pool: no distance finding.
+    assert_eq!(all.worst_path.as_deref(), Some("PXB"));
+    assert!(
+        !checks(all).contains(&("gpu-nic-distance", Severity::Warning)),
+        "{all:#?}"
+    );
+    let odd = &r.pods[1].containers[0];
+    assert_eq!(odd.nics.len(), 1);
+    assert_eq!(odd.nics[0].netdev.as_deref(), Some("ibp24s0"));
+    let unknown: Vec<&str> = odd
         .findings
         .iter()
-        .find(|f| f.check == "unknown-device")
-        .unwrap();
-    assert!(
-        f.summary.contains("netdev ib9 is not on this node"),
-        "{}",
-        f.summary
+        .filter(|f| f.check == "unknown-device")
+        .map(|f| f.summary.as_str())
+        .collect();
+    assert_eq!(
+        unknown,
+        [
+            "rdma/intel device 0: shared RDMA pool rdma/intel: its selectors (vendors 8086) match no RDMA device of this node",
+            "rdma/docker device 0: shared RDMA pool rdma/docker: its selectors (ifNames docker0) match no RDMA device of this node; netdev docker0 has no PCI function (the plugin matches a function's own netdev)",
+            "rdma/gone device 1: shared RDMA pool rdma/gone: its selectors (ifNames ib9) match no RDMA device of this node; netdev ib9 is not on this node",
+        ]
     );
 }
 

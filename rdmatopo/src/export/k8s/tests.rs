@@ -142,8 +142,10 @@ fn shared_plugin_rules_are_enforced() {
         resource_name: "hca_a".into(),
         resource_prefix: None,
         rdma_hca_max: 1,
+        devices: Vec::new(),
         selectors: SharedSelectors {
             if_names: vec!["a".into()],
+            ..SharedSelectors::default()
         },
     };
     let cfg = |list: Vec<SharedResource>| SharedDevPluginConfig {
@@ -156,9 +158,17 @@ fn shared_plugin_rules_are_enforced() {
     let mut hyphen = ok.clone();
     hyphen.resource_name = "hca-a".into();
     assert!(cfg(vec![hyphen]).validate().is_err());
-    let mut empty = ok;
+    let mut empty = ok.clone();
     empty.selectors.if_names.clear();
-    assert!(cfg(vec![empty]).validate().is_err());
+    assert!(cfg(vec![empty.clone()]).validate().is_err());
+    // The deprecated `devices` stands for ifNames, but not beside selectors.
+    let mut devices = empty;
+    devices.devices = vec!["a".into()];
+    assert!(cfg(vec![devices.clone()]).validate().is_ok());
+    assert_eq!(devices.effective_selectors(), ok.selectors);
+    let mut both = ok;
+    both.devices = vec!["a".into()];
+    assert!(cfg(vec![both]).validate().is_err());
 }
 
 #[test]
