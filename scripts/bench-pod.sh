@@ -244,8 +244,10 @@ echo "| call | owned view (default) | whole machine |"
 echo "|---|---:|---:|"
 R=$repo/fixtures/pod-sriov/root
 PYTHON=${PYTHON:-python3}
-if "$PYTHON" -c 'import rdmatopo' 2>/dev/null; then
-  "$PYTHON" - "$R" <<'PY'
+# From $work: in the checkout, the `rdmatopo/` crate folder imports as an empty namespace
+# package where the bindings are not installed.
+if (cd "$work" && "$PYTHON" -c 'import rdmatopo; rdmatopo.discover') 2>/dev/null; then
+  (cd "$work" && "$PYTHON" - "$R") <<'PY'
 import statistics, sys, time
 import rdmatopo
 root = sys.argv[1]
@@ -261,7 +263,7 @@ def median(view):
 print(f"| Python `rdmatopo.discover(root)` | {median('owned'):.2f} ms | {median('all'):.2f} ms |")
 PY
 else
-  echo "| Python | not measured: \`$PYTHON -c 'import rdmatopo'\` fails (pip install ./rdmatopo-py) | |"
+  echo "| Python | not measured: \`$PYTHON\` has no \`rdmatopo.discover\` (pip install ./rdmatopo-py) | |"
 fi
 # The Makefile builds the library and links it under its soname, as the binary asks.
 make -s -C rdmatopo-c lib >/dev/null
