@@ -160,6 +160,16 @@ impl Topology {
         self.netdevs.iter().find(|n| n.name == name)
     }
 
+    /// The first netdev of the PCI function `pci` in name order (its `net/` directory
+    /// as `ls` lists it): the name device plugins select it by.
+    pub fn first_netdev_of(&self, pci: PciAddr) -> Option<&str> {
+        self.netdevs
+            .iter()
+            .filter(|n| n.pci == Some(pci))
+            .map(|n| n.name.as_str())
+            .min()
+    }
+
     /// The NUMA node with id `id`.
     pub fn numa_node(&self, id: u32) -> Option<&NumaNode> {
         self.numa_nodes.iter().find(|n| n.id == id)

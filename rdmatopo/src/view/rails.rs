@@ -328,14 +328,10 @@ fn hca_port(
 ) -> HcaPort {
     let label = format!("{}:{}", dev.name, port.number);
     let func = dev.pci.and_then(|a| topo.pci_function(a));
-    let pci_netdev = dev.pci.and_then(|a| {
-        topo.netdevs
-            .iter()
-            .filter(|n| n.pci == Some(a))
-            .map(|n| n.name.as_str())
-            .min()
-            .map(str::to_string)
-    });
+    let pci_netdev = dev
+        .pci
+        .and_then(|a| topo.first_netdev_of(a))
+        .map(str::to_string);
     let netdev = port.netdev.clone().or_else(|| pci_netdev.clone());
     let nd = netdev.as_deref().and_then(|n| topo.netdev(n));
     let active_mtu = topo.verbs.as_ref().and_then(|v| {

@@ -105,7 +105,8 @@ impl SharedSelectors {
                     .any(|d| d.pci == Some(f.address) && d.uverbs.is_some())
             })
             .filter(|f| {
-                let if_name = pool_if_name(topo, f.address);
+                // `utils.GetNetNames`: the first name, `os.ReadDir` order.
+                let if_name = topo.first_netdev_of(f.address);
                 let link_type = if_name
                     .and_then(|n| topo.netdev(n))
                     .and_then(|n| n.arphrd)
@@ -149,16 +150,6 @@ impl SharedSelectors {
         }
         why
     }
-}
-
-/// The netdev the plugin names a PCI function by: the first entry, sorted, of its
-/// `net/` directory (`utils.GetNetNames`, `os.ReadDir` order).
-fn pool_if_name(topo: &Topology, pci: PciAddr) -> Option<&str> {
-    topo.netdevs
-        .iter()
-        .filter(|n| n.pci == Some(pci))
-        .map(|n| n.name.as_str())
-        .min()
 }
 
 /// netlink's name of an `ARPHRD_*` type, for the two an RDMA function's netdev has

@@ -238,7 +238,7 @@ fn unplanned(scope: &Scope, out: &mut Sink) {
     if extra.is_empty() {
         return;
     }
-    if extra.iter().all(|(d, p)| farther_rail(scope, d, p)) {
+    if only_farther_rails(scope, &extra) {
         let names: Vec<String> = extra.iter().map(|(d, p)| port_name(d, p.number)).collect();
         let kinds: BTreeSet<String> = extra
             .iter()
@@ -285,29 +285,36 @@ fn unplanned(scope: &Scope, out: &mut Sink) {
     );
 }
 
-/// A port of the rails' link layer that every GPU in use reaches only across NUMA nodes
-/// (SYS) while each has a nearer rail: NCCL's search does not pick it while the rails
-/// are up.
-fn farther_rail(scope: &Scope, dev: &RdmaDevice, port: &Port) -> bool {
+/// Every port of `extra` is of the rails' link layer and one that every GPU in use
+/// reaches only across NUMA nodes (SYS), while each GPU has a nearer rail: NCCL's search
+/// does not pick them while the rails are up.
+fn only_farther_rails(scope: &Scope, extra: &[(&RdmaDevice, &Port)]) -> bool {
     let topo = scope.topo;
-    let Some(nic) = dev.pci.and_then(|a| topo.pci_function(a)) else {
-        return false;
-    };
-    let same_layer = scope
-        .rails()
-        .iter()
-        .all(|(_, p)| p.link_layer == port.link_layer);
     let near_rails = !scope.gpu_nics.is_empty()
         && scope
             .gpu_nics
             .iter()
             .all(|g| g.class != PathClass::Sys && !g.nics.is_empty());
-    let far = !scope.gpus.is_empty()
-        && scope.gpus.iter().all(|g| {
-            topo.pci_function(g.pci)
-                .is_some_and(|f| path_class(topo, f, nic) == PathClass::Sys)
-        });
-    port.link_layer.is_some() && same_layer && near_rails && far
+    let gpus: Option<Vec<_>> = scope
+        .gpus
+        .iter()
+        .map(|g| topo.pci_function(g.pci))
+        .collect();
+    let Some(gpus) = gpus.filter(|g| !g.is_empty() && near_rails) else {
+        return false;
+    };
+    let rails = scope.rails();
+    extra.iter().all(|(dev, port)| {
+        port.link_layer.is_some()
+            && rails.iter().all(|(_, p)| p.link_layer == port.link_layer)
+            && dev
+                .pci
+                .and_then(|a| topo.pci_function(a))
+                .is_some_and(|nic| {
+                    gpus.iter()
+                        .all(|g| path_class(topo, g, nic) == PathClass::Sys)
+                })
+    })
 }
 
 /// `: NCCL_IB_HCA=<plan>` when the plan recommends a value.
