@@ -456,7 +456,6 @@ fn shared_pools(
     let mut skipped = Vec::new();
     let mut taken = BTreeSet::new();
     let mut pools = Vec::new();
-    let prefix = opts.resource_prefix.as_deref().unwrap_or("rdma");
     for (p, left_out) in candidate_ports(rails, opts.include_excluded) {
         let Some(ifname) = p.pci_netdev.as_ref().or(p.netdev.as_ref()) else {
             skipped.push(format!(
@@ -480,22 +479,24 @@ fn shared_pools(
             }
             _ => String::new(),
         };
+        let resource = SharedResource {
+            resource_name: name,
+            resource_prefix: opts.resource_prefix.clone(),
+            rdma_hca_max: opts.rdma_hca_max,
+            devices: Vec::new(),
+            selectors: SharedSelectors {
+                if_names: vec![ifname.clone()],
+                ..SharedSelectors::default()
+            },
+        };
         notes.push(format!(
-            "{prefix}/{name}: {}, {}{selected}, {why}",
+            "{}: {}, {}{selected}, {why}",
+            resource.full_name(),
             rail_word(rails, p),
             describe_port(p)
         ));
         pools.push(Pool {
-            resource: SharedResource {
-                resource_name: name,
-                resource_prefix: opts.resource_prefix.clone(),
-                rdma_hca_max: opts.rdma_hca_max,
-                devices: Vec::new(),
-                selectors: SharedSelectors {
-                    if_names: vec![ifname.clone()],
-                    ..SharedSelectors::default()
-                },
-            },
+            resource,
             ports: vec![p.label.clone()],
         });
     }
@@ -1300,11 +1301,10 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
                     &skipped,
                 )));
             }
-            let prefix = opts.shared.resource_prefix.as_deref().unwrap_or("rdma");
             for p in &pools {
                 for port in &p.ports {
                     if let Some(w) = wanted_ports.iter().find(|w| *w == port) {
-                        let res = format!("{prefix}/{}", p.resource.resource_name);
+                        let res = p.resource.full_name();
                         resource_of.insert(w, res.clone());
                         *limits.entry(res).or_default() = 1;
                     }
