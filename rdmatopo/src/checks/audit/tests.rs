@@ -61,6 +61,15 @@ fn one(report: &AuditReport) -> &AuditContainer {
     &report.pods[0].containers[0]
 }
 
+/// The summaries of `check`'s findings, in order.
+fn summaries<'c>(c: &'c AuditContainer, check: &str) -> Vec<&'c str> {
+    c.findings
+        .iter()
+        .filter(|f| f.check == check)
+        .map(|f| f.summary.as_str())
+        .collect()
+}
+
 fn checks(c: &AuditContainer) -> Vec<(&str, Severity)> {
     c.findings
         .iter()
@@ -298,12 +307,7 @@ fn foreign_and_unknown_ids_are_findings_not_failures() {
     };
     let r = audit(t, &alloc, &AuditOptions::default());
     let c = one(&r);
-    let unknown: Vec<&str> = c
-        .findings
-        .iter()
-        .filter(|f| f.check == "unknown-device")
-        .map(|f| f.summary.as_str())
-        .collect();
+    let unknown = summaries(c, "unknown-device");
     assert_eq!(unknown.len(), 5, "{unknown:#?}");
     assert!(unknown[0].contains("is not a GPU of this node"));
     assert!(unknown[1].contains("neither a GPU UUID nor the index"));
@@ -464,12 +468,7 @@ fn shared_pools_select_as_the_plugin_does() {
     let odd = &r.pods[1].containers[0];
     assert_eq!(odd.nics.len(), 1);
     assert_eq!(odd.nics[0].netdev.as_deref(), Some("ibp24s0"));
-    let unknown: Vec<&str> = odd
-        .findings
-        .iter()
-        .filter(|f| f.check == "unknown-device")
-        .map(|f| f.summary.as_str())
-        .collect();
+    let unknown = summaries(odd, "unknown-device");
     assert_eq!(
         unknown,
         [
@@ -568,12 +567,7 @@ fn dra_gpus_are_placed_and_other_claims_listed() {
     assert_eq!(c.gpus[0].resource, "claim train/gpus");
     assert_eq!(c.worst_path.as_deref(), Some("PXB"));
     assert_eq!(c.dynamic_devices, ["net.example.com/node-a/nic-0"]);
-    let unknown: Vec<&str> = c
-        .findings
-        .iter()
-        .filter(|f| f.check == "unknown-device")
-        .map(|f| f.summary.as_str())
-        .collect();
+    let unknown = summaries(c, "unknown-device");
     assert_eq!(
         unknown,
         ["DRA device gpu.nvidia.com/gpu-9 is not a GPU index of this node"]
