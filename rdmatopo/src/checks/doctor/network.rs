@@ -2,10 +2,10 @@
 //! RoCE (8) and the RoCE v2 IPv4 GID (8).
 
 use super::{Context, Scope, Sink, list, port_dir, port_name, short_list};
-use crate::model::{Netdev, NetdevKind, NetnsMode, Port, RdmaDevice};
+use crate::model::{Gid, Netdev, NetdevKind, NetnsMode, Port, RdmaDevice};
 use crate::parse::{GidType, LinkLayer};
 use crate::view::gid::{best_gid, of_other_namespace};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Bytes of RoCE headers the kernel takes off the netdev MTU (`iboe_get_mtu`: GRH 40 +
 /// UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4).
@@ -202,7 +202,7 @@ pub(super) fn mtu(scope: &Scope, out: &mut Sink) {
         out.skip(
             format!(
                 "the active MTU of {} is unknown",
-                list(&unknown)
+                short_list(&unknown, 8)
             ),
             "the netdev behind the port is in another network namespace and there are no libibverbs facts",
             "build with `--features verbs` and run on the node, or `ibv_devinfo -d <dev> | grep active_mtu`",
@@ -362,28 +362,40 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
     if !hidden.is_empty() {
         lines.push(format!(
             "the netdevs of {} are in the host namespace, invisible here (their MTU and carrier cannot be read)",
-            list(&names(&hidden))
+            short_list(&names(&hidden), 8)
         ));
     }
     if !hidden_ib.is_empty() {
         lines.push(format!(
             "the IPoIB netdevs of {} stay in the host namespace, which RDMA over InfiniBand does not need",
-            list(&names(&hidden_ib))
+            short_list(&names(&hidden_ib), 8)
         ));
     }
-    let mut chosen = Vec::new();
+    let (mut chosen, mut none, mut foreign) = (Vec::new(), Vec::new(), Vec::new());
     for (dev, port) in &roce {
-        // Only this namespace's GIDs count: the upstream kernel also lists the host's.
-        let valid = port
+        let name = port_name(dev, port.number);
+        // The upstream kernel also lists other namespaces' GIDs, with their netdevs'
+        // names; MLNX_OFED reads those slots as zero, so there are none to name.
+        let others: Vec<&Gid> = port
             .gids
             .iter()
-            .filter(|g| !of_other_namespace(topo, g))
-            .count();
+            .filter(|g| of_other_namespace(topo, g))
+            .collect();
+        if !others.is_empty() {
+            let netdevs: BTreeSet<String> =
+                others.iter().filter_map(|g| g.netdev.clone()).collect();
+            let netdevs: Vec<String> = netdevs.into_iter().collect();
+            let n = others.len();
+            foreign.push(format!(
+                "{name} also lists {n} GID{} of {}",
+                if n == 1 { "" } else { "s" },
+                list(&netdevs)
+            ));
+        }
         match best_gid(topo, port) {
             Some(g) => {
                 chosen.push(format!(
-                    "{} -> {} ({}{})",
-                    port_name(dev, port.number),
+                    "{name} -> {} ({}{})",
                     g.index,
                     g.ipv4.as_deref().unwrap_or(&g.gid),
                     g.netdev
@@ -395,20 +407,25 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
                     g.gid.clone(),
                 );
             }
-            None => chosen.push(format!("{} -> none", port_name(dev, port.number))),
+            None => none.push(name),
         }
-        if valid < port.gid_table_len as usize / 2 {
-            lines.push(format!(
-                "{} has {valid} of {} GID slots in this namespace",
-                port_name(dev, port.number),
-                port.gid_table_len
-            ));
-        }
+    }
+    if !foreign.is_empty() {
+        lines.push(format!(
+            "{} (netdevs outside this namespace: unusable here)",
+            short_list(&foreign, 4)
+        ));
     }
     if !chosen.is_empty() {
-        lines.push(format!("GID index right here: {}", chosen.join(", ")));
+        lines.push(format!("GID index right here: {}", short_list(&chosen, 8)));
     }
-    let indices: std::collections::BTreeSet<u32> = roce
+    if !none.is_empty() {
+        lines.push(format!(
+            "no GID of this namespace on {}",
+            short_list(&none, 8)
+        ));
+    }
+    let indices: BTreeSet<u32> = roce
         .iter()
         .filter_map(|(_, p)| best_gid(topo, p).map(|g| g.index))
         .collect();
