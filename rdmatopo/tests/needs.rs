@@ -86,15 +86,53 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
             .collect::<Vec<_>>()
     };
     assert_eq!(cpus(aff), cpus(full), "{name}: NUMA nodes");
+    // The functions the matrix is about (GPUs, RDMA devices' functions) and every
+    // bridge above them are read, each placed as in a whole read; a host's other
+    // functions may be left out (where the GPU drivers tell its GPUs).
+    let place = |t: &Topology, a| {
+        t.pci_function(a)
+            .map(|f| (f.address, f.parent, f.host_bridge.clone(), f.path.clone()))
+    };
+    let mut above: Vec<rdmatopo::parse::PciAddr> = Vec::new();
+    for f in full
+        .pci
+        .iter()
+        .filter(|f| f.is_nvidia_gpu() || full.rdma_devices.iter().any(|d| d.pci == Some(f.address)))
+    {
+        let mut at = Some(f.address);
+        while let Some(a) = at {
+            above.push(a);
+            at = full.pci_function(a).and_then(|f| f.parent);
+        }
+    }
+    for a in above {
+        assert_eq!(place(aff, a), place(full, a), "{name}: function {a}");
+    }
+    for f in &aff.pci {
+        assert_eq!(place(aff, f.address), place(full, f.address), "{name}");
+    }
     // Host bridges' nodes stand in for GPUs and NICs that know none of their own:
     // those are read as in a whole read.
-    let names = |t: &Topology| {
+    let bridge_of = |t: &Topology, a| t.pci_function(a).map(|f| f.host_bridge.clone());
+    let node_of_bridge = |t: &Topology, name: &str| {
         t.host_bridges
             .iter()
-            .map(|h| h.name.clone())
-            .collect::<Vec<_>>()
+            .find(|h| h.name == name)
+            .map(|h| h.numa_node)
     };
-    assert_eq!(names(aff), names(full), "{name}: host bridges");
+    for f in full
+        .pci
+        .iter()
+        .filter(|f| f.is_nvidia_gpu() || full.rdma_devices.iter().any(|d| d.pci == Some(f.address)))
+    {
+        let bridge = bridge_of(full, f.address).unwrap();
+        assert_eq!(bridge_of(aff, f.address), Some(bridge.clone()), "{name}");
+        assert_eq!(
+            node_of_bridge(aff, &bridge),
+            node_of_bridge(full, &bridge),
+            "{name}: node of {bridge}"
+        );
+    }
     for f in aff.pci.iter().filter(|f| f.numa_node.is_none()) {
         let endpoint =
             f.is_nvidia_gpu() || aff.rdma_devices.iter().any(|d| d.pci == Some(f.address));
@@ -108,8 +146,14 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
             );
         }
     }
-    let addrs = |t: &Topology| t.pci.iter().map(|f| f.address).collect::<Vec<_>>();
-    assert_eq!(addrs(aff), addrs(full), "{name}: the same PCI functions");
+    let gpus = |t: &Topology| {
+        t.pci
+            .iter()
+            .filter(|f| f.is_nvidia_gpu())
+            .map(|f| f.address)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(gpus(aff), gpus(full), "{name}: the GPUs");
 }
 
 #[test]
@@ -127,6 +171,33 @@ fn topos_needs_give_the_whole_answer_on_every_fixture() {
             assert!(n_aff * 4 < n_full, "{name}: {n_aff} of {n_full} files");
         }
     }
+}
+
+/// On a host whose GPU drivers hold its GPUs, `topo` reads the functions the matrix
+/// places and the bridges above them, not the host's others (h100-dgx: its NVMe drives,
+/// management NIC, USB and SATA controllers).
+#[test]
+fn topos_needs_on_a_host_read_the_placed_functions_only() {
+    let root = support::fixtures_dir().join("h100-dgx").join("root");
+    let (full, aff, n_full, n_aff) = both(|| Sysfs::at(&root));
+    let held: Vec<String> = std::fs::read_dir(root.join("sys/bus/pci/drivers/nvidia"))
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let endpoint = |f: &rdmatopo::model::PciFunction| {
+        held.contains(&f.address.to_string())
+            || aff.rdma_devices.iter().any(|d| d.pci == Some(f.address))
+    };
+    for f in &aff.pci {
+        let bridge = aff.pci.iter().any(|c| c.parent == Some(f.address));
+        assert!(endpoint(f) || bridge, "{} is read", f.address);
+    }
+    assert!(aff.pci.len() < full.pci.len() && n_aff < n_full);
+    assert!(
+        full.pci.iter().any(|f| f.class >> 8 == 0x0108),
+        "an NVMe drive"
+    );
+    assert!(aff.pci.iter().all(|f| f.class >> 8 != 0x0108));
 }
 
 #[test]

@@ -136,7 +136,16 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     };
     let names = match &needs {
         Some(needs) if ctx.outline => outline_names(ctx, &needs.nics),
-        _ => ctx.list(BUS_DIR),
+        // A host's matrix and plan are about its GPUs and RDMA devices: its other
+        // functions (storage, management NICs, USB) would cost a `uevent` each and
+        // place nothing the answer shows. Where the GPU drivers hold no function (none
+        // loaded, a capture without `drivers/`), only their class tells GPUs: every
+        // function is read, as on a machine without GPUs, whose line says what it holds.
+        Some(needs) => match endpoint_names(ctx, &needs.nics) {
+            Some((names, gpus)) if gpus > 0 => names,
+            _ => ctx.list(BUS_DIR),
+        },
+        None => ctx.list(BUS_DIR),
     };
     let mut listed: Vec<(PciAddr, &String)> = Vec::with_capacity(names.len());
     for name in &names {
@@ -278,10 +287,21 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
 /// netdevs', `PCIDEVICE_*`), with the bridges above them; not the host's other
 /// functions (its NICs and their VFs: hundreds on an SR-IOV host).
 fn outline_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Vec<String> {
+    match endpoint_names(ctx, named) {
+        Some((names, _)) => names,
+        None => ctx.list(BUS_DIR),
+    }
+}
+
+/// `named` (those on the bus), the PFs of those that are VFs and the functions the
+/// drivers that take NVIDIA GPUs hold, with how many those drivers hold; `None` on a
+/// machine without the `nvidia` driver. A GPU no driver holds is not among them: nor
+/// does NVML, and so `nvidia-smi`, show it.
+fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<String>, usize)> {
     const GPU_DRIVERS: [&str; 3] = ["nvidia", "nouveau", "vfio-pci"];
     const DRIVERS_DIR: &str = "/sys/bus/pci/drivers";
     if !ctx.fs.exists(&join(DRIVERS_DIR, "nvidia")) {
-        return ctx.list(BUS_DIR);
+        return None;
     }
     let mut wanted: BTreeSet<PciAddr> = named
         .iter()
@@ -297,14 +317,17 @@ fn outline_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Vec<String> {
         })
         .collect();
     wanted.extend(pfs);
+    let mut held = 0;
     for driver in GPU_DRIVERS {
         let bound = ctx
             .fs
             .list_opt(&join(DRIVERS_DIR, driver))
             .unwrap_or_default();
-        wanted.extend(bound.iter().filter_map(|n| n.parse::<PciAddr>().ok()));
+        let bound: Vec<PciAddr> = bound.iter().filter_map(|n| n.parse().ok()).collect();
+        held += bound.len();
+        wanted.extend(bound);
     }
-    wanted.iter().map(PciAddr::to_string).collect()
+    Some((wanted.iter().map(PciAddr::to_string).collect(), held))
 }
 
 /// A host bridge's node: that of its first function (in address order) that knows one.
