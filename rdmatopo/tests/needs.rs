@@ -93,13 +93,19 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
         t.pci_function(a)
             .map(|f| (f.address, f.parent, f.host_bridge.clone(), f.path.clone()))
     };
-    let mut above: Vec<rdmatopo::parse::PciAddr> = Vec::new();
-    for f in full
-        .pci
-        .iter()
-        .filter(|f| f.is_nvidia_gpu() || full.rdma_devices.iter().any(|d| d.pci == Some(f.address)))
-    {
-        let mut at = Some(f.address);
+    // GPUs and RDMA devices' functions.
+    let endpoints = |t: &Topology| {
+        t.pci
+            .iter()
+            .filter(|f| {
+                f.is_nvidia_gpu() || t.rdma_devices.iter().any(|d| d.pci == Some(f.address))
+            })
+            .map(|f| f.address)
+            .collect::<Vec<_>>()
+    };
+    let mut above = Vec::new();
+    for endpoint in endpoints(full) {
+        let mut at = Some(endpoint);
         while let Some(a) = at {
             above.push(a);
             at = full.pci_function(a).and_then(|f| f.parent);
@@ -120,23 +126,18 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
             .find(|h| h.name == name)
             .map(|h| h.numa_node)
     };
-    for f in full
-        .pci
-        .iter()
-        .filter(|f| f.is_nvidia_gpu() || full.rdma_devices.iter().any(|d| d.pci == Some(f.address)))
-    {
-        let bridge = bridge_of(full, f.address).unwrap();
-        assert_eq!(bridge_of(aff, f.address), Some(bridge.clone()), "{name}");
+    for endpoint in endpoints(full) {
+        let bridge = bridge_of(full, endpoint).unwrap();
+        assert_eq!(bridge_of(aff, endpoint), Some(bridge.clone()), "{name}");
         assert_eq!(
             node_of_bridge(aff, &bridge),
             node_of_bridge(full, &bridge),
             "{name}: node of {bridge}"
         );
     }
+    let aff_endpoints = endpoints(aff);
     for f in aff.pci.iter().filter(|f| f.numa_node.is_none()) {
-        let endpoint =
-            f.is_nvidia_gpu() || aff.rdma_devices.iter().any(|d| d.pci == Some(f.address));
-        if endpoint {
+        if aff_endpoints.contains(&f.address) {
             let full_f = full.pci_function(f.address).unwrap();
             assert_eq!(
                 numa_of(aff, f),

@@ -134,15 +134,14 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             gpu_names: ctx.needs.pci == PciFacts::Named,
         })
     };
+    // A host's matrix and plan are about its GPUs and RDMA devices: its other functions
+    // (storage, management NICs, USB) would cost a `uevent` each and place nothing the
+    // answer shows. On a host where the GPU drivers hold no function (none loaded, a
+    // capture without `drivers/`), only their class tells GPUs: every function is read,
+    // as on a machine without GPUs, whose line says what it holds.
     let names = match &needs {
-        Some(needs) if ctx.outline => outline_names(ctx, &needs.nics),
-        // A host's matrix and plan are about its GPUs and RDMA devices: its other
-        // functions (storage, management NICs, USB) would cost a `uevent` each and
-        // place nothing the answer shows. Where the GPU drivers hold no function (none
-        // loaded, a capture without `drivers/`), only their class tells GPUs: every
-        // function is read, as on a machine without GPUs, whose line says what it holds.
         Some(needs) => match endpoint_names(ctx, &needs.nics) {
-            Some((names, gpus)) if gpus > 0 => names,
+            Some((names, held)) if ctx.outline || held > 0 => names,
             _ => ctx.list(BUS_DIR),
         },
         None => ctx.list(BUS_DIR),
@@ -281,22 +280,14 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     topo.pci = functions;
 }
 
-/// The functions an outline places: the GPUs' (the functions the drivers that take
-/// NVIDIA GPUs hold: `nvidia`, `nouveau`, `vfio-pci`; every function on a machine without
-/// the `nvidia` driver, whose GPUs only their class tells) and `named` (this container's
-/// netdevs', `PCIDEVICE_*`), with the bridges above them; not the host's other
-/// functions (its NICs and their VFs: hundreds on an SR-IOV host).
-fn outline_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Vec<String> {
-    match endpoint_names(ctx, named) {
-        Some((names, _)) => names,
-        None => ctx.list(BUS_DIR),
-    }
-}
-
-/// `named` (those on the bus), the PFs of those that are VFs and the functions the
-/// drivers that take NVIDIA GPUs hold, with how many those drivers hold; `None` on a
-/// machine without the `nvidia` driver. A GPU no driver holds is not among them: nor
-/// does NVML, and so `nvidia-smi`, show it.
+/// The functions a placement read places: the GPUs' (the functions the drivers that
+/// take NVIDIA GPUs hold: `nvidia`, `nouveau`, `vfio-pci`) and `named` (a host's RDMA
+/// devices' functions; in an outline this container's netdevs' and `PCIDEVICE_*`, with
+/// the PFs of those that are VFs), with how many the GPU drivers hold; the bridges above
+/// them come with their paths. `None` on a machine without the `nvidia` driver, whose
+/// GPUs only their class tells. A GPU no driver holds is not among them; nvidia-smi
+/// does not show one either. Not the host's other functions (in a pod, its NICs and
+/// their VFs: hundreds on an SR-IOV host).
 fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<String>, usize)> {
     const GPU_DRIVERS: [&str; 3] = ["nvidia", "nouveau", "vfio-pci"];
     const DRIVERS_DIR: &str = "/sys/bus/pci/drivers";
@@ -308,15 +299,18 @@ fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<Strin
         .copied()
         .filter(|a| ctx.fs.exists(&join(BUS_DIR, &a.to_string())))
         .collect();
-    // The PFs of those that are VFs: their ports carry the VFs' traffic.
-    let pfs: Vec<PciAddr> = wanted
-        .iter()
-        .filter_map(|a| {
-            let link = join(&join(BUS_DIR, &a.to_string()), "physfn");
-            ctx.fs.link_name(&link).ok()?.parse().ok()
-        })
-        .collect();
-    wanted.extend(pfs);
+    // The PFs of those that are VFs: their ports carry the VFs' traffic. An outline
+    // names a VF alone; a host's RDMA devices hold their PFs' functions already.
+    if ctx.outline {
+        let pfs: Vec<PciAddr> = wanted
+            .iter()
+            .filter_map(|a| {
+                let link = join(&join(BUS_DIR, &a.to_string()), "physfn");
+                ctx.fs.link_name(&link).ok()?.parse().ok()
+            })
+            .collect();
+        wanted.extend(pfs);
+    }
     let mut held = 0;
     for driver in GPU_DRIVERS {
         let bound = ctx
@@ -355,7 +349,7 @@ pub(super) fn read_focus(
     topo: &mut Topology,
     seeds: BTreeSet<PciAddr>,
 ) -> BTreeSet<PciAddr> {
-    // The outline placed them and their PFs (`outline_names`).
+    // The outline placed them and their PFs (`endpoint_names`).
     let mut wanted: BTreeSet<PciAddr> = BTreeSet::new();
     let mut pfs: BTreeSet<PciAddr> = BTreeSet::new();
     for addr in seeds {
