@@ -241,6 +241,9 @@ pub fn pci_uevent(data: &[u8]) {
         if let Some((vendor, device)) = ids.subsystem {
             again += &format!("PCI_SUBSYS_ID={vendor:04X}:{device:04X}\n");
         }
+        if let Some(driver) = &ids.driver {
+            again = format!("DRIVER={driver}\n{again}");
+        }
         assert_eq!(parse::parse_pci_uevent(&again).unwrap(), ids);
     }
 }
@@ -751,7 +754,7 @@ pub fn base_machine() -> MemTree {
             "0x1483",
             "0x060400",
         ),
-        (gpu1, "0x10de", "0x2330", "0x030200"),
+        (gpu1.clone(), "0x10de", "0x2330", "0x030200"),
     ];
     for (path, vendor, device, class) in &functions {
         let addr = path.rsplit('/').next().unwrap_or_default();
@@ -787,6 +790,7 @@ pub fn base_machine() -> MemTree {
             &format!("{gpu0}/driver"),
             "../../../../../../bus/pci/drivers/nvidia",
         )
+        .link(&format!("{gpu1}/driver"), "../../../bus/pci/drivers/nvidia")
         .dir("/sys/bus/pci/drivers/mlx5_core")
         .dir("/sys/bus/pci/drivers/nvidia");
     // RDMA device on the PF, one RoCE port.

@@ -31,13 +31,14 @@ pub const MAX_ENTRIES: usize = 1 << 20;
 /// Largest single file captured or loaded (NVML/verbs JSON of a big node fits easily).
 pub const MAX_FILE_BYTES: usize = 64 << 20;
 
-/// A PCI function's attribute files that its `uevent` also states.
-const PCI_IDENTITY_FILES: [&str; 5] = [
+/// A PCI function's attribute files (and `driver` link) that its `uevent` also states.
+const PCI_IDENTITY_FILES: [&str; 6] = [
     "class",
     "vendor",
     "device",
     "subsystem_vendor",
     "subsystem_device",
+    "driver",
 ];
 
 /// Why a snapshot could not be written or read.

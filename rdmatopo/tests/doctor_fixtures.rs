@@ -372,3 +372,75 @@ fn ecn_of_a_pod_s_vf_is_judged_where_the_driver_shows_it() {
     let without = report("pod-vf-qos-mismatch");
     assert!(!has(&without, "roce-qos", "ECN (DCQCN) is off"));
 }
+
+/// The GPUs of `tree` by a whole read and by `topo`'s, which must agree.
+fn gpus_of(tree: &rdmatopo::sysfs::MemTree) -> Vec<String> {
+    let read = |needs| {
+        let fs = rdmatopo::Sysfs::memory(tree.clone(), "edited");
+        let topo = rdmatopo::discover_needs(&fs, needs).unwrap();
+        topo.gpus
+            .iter()
+            .map(|g| g.pci.to_string())
+            .collect::<Vec<_>>()
+    };
+    let whole = read(rdmatopo::Needs::ALL);
+    assert_eq!(
+        read(rdmatopo::Needs::TOPO),
+        whole,
+        "topo's read numbers other GPUs"
+    );
+    whole
+}
+
+/// A GPU passed to a VM (`vfio-pci`) has no number on its host, as in nvidia-smi: one
+/// GPU, GPU0 = 01:00.0, and doctor says why 03:00.0 is left out. The same GPU bound to no
+/// driver (the nvidia probe failed) is a warning. Where the nvidia driver holds nothing,
+/// every NVIDIA display function is a GPU, as before.
+#[test]
+fn a_gpu_outside_the_nvidia_driver_has_no_number() {
+    let r = report("workstation-vfio");
+    assert_eq!(outcome(&r, "gpu-driver"), Outcome::Info);
+    assert!(has(
+        &r,
+        "gpu-driver",
+        "0000:03:00.0 (AD102GL [RTX 6000 Ada Generation]) is bound to vfio-pci, not nvidia"
+    ));
+    assert_eq!(
+        outcome(&report("workstation-2gpu"), "gpu-driver"),
+        Outcome::Ok
+    );
+
+    let archive = support::fixtures_dir().join("workstation-vfio/root.tar.gz");
+    let passed = rdmatopo::snapshot::load(&archive).unwrap();
+    assert_eq!(gpus_of(&passed), ["0000:01:00.0"]);
+    let unbind = |tree: &mut rdmatopo::sysfs::MemTree, bdf: &str, driver: &str| {
+        let path = tree
+            .entries()
+            .map(|(p, _)| p.to_string())
+            .find(|p| p.starts_with("/sys/devices/") && p.ends_with(&format!("/{bdf}/uevent")))
+            .unwrap();
+        let uevent = tree
+            .text(&path)
+            .unwrap()
+            .replace(&format!("DRIVER={driver}\n"), "");
+        tree.file(&path, &uevent)
+            .remove(&path.replace("/uevent", "/driver"))
+            .remove(&format!("/sys/bus/pci/drivers/{driver}/{bdf}"));
+    };
+    let mut failed = passed.clone();
+    unbind(&mut failed, "0000:03:00.0", "vfio-pci");
+    assert_eq!(gpus_of(&failed), ["0000:01:00.0"]);
+    let fs = rdmatopo::Sysfs::memory(failed, "edited");
+    let r = doctor::run(&rdmatopo::discover_needs(&fs, rdmatopo::Needs::ALL).unwrap());
+    assert_eq!(outcome(&r, "gpu-driver"), Outcome::Warning);
+    assert!(has(
+        &r,
+        "gpu-driver",
+        "0000:03:00.0 (AD102GL [RTX 6000 Ada Generation]) is bound to no driver"
+    ));
+
+    let mut no_nvidia = passed;
+    unbind(&mut no_nvidia, "0000:01:00.0", "nvidia");
+    no_nvidia.remove("/sys/bus/pci/drivers/nvidia");
+    assert_eq!(gpus_of(&no_nvidia), ["0000:01:00.0", "0000:03:00.0"]);
+}

@@ -590,6 +590,13 @@ fn a_very_deep_switch_chain() {
         &format!("/sys/bus/pci/devices/0001:{:02x}:00.0", DEPTH + 1),
         &format!("../../..{}", gpu.trim_start_matches("/sys")),
     );
+    // Held by the nvidia driver, as the base machine's GPUs are (one no driver holds
+    // would be no GPU of NVML's).
+    let up = "../".repeat(gpu.trim_start_matches("/sys/").split('/').count());
+    t.link(
+        &format!("{gpu}/driver"),
+        &format!("{up}bus/pci/drivers/nvidia"),
+    );
     assert!(t.host(&gpu).as_os_str().len() < 4096, "fits PATH_MAX");
     let topo = t.discover();
     assert_eq!(topo.gpus.len(), 3);

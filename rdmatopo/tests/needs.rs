@@ -93,12 +93,13 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
         t.pci_function(a)
             .map(|f| (f.address, f.parent, f.host_bridge.clone(), f.path.clone()))
     };
-    // GPUs and RDMA devices' functions.
+    // GPUs (NVML's: not one another driver holds) and RDMA devices' functions.
     let endpoints = |t: &Topology| {
         t.pci
             .iter()
             .filter(|f| {
-                f.is_nvidia_gpu() || t.rdma_devices.iter().any(|d| d.pci == Some(f.address))
+                t.gpus.iter().any(|g| g.pci == f.address)
+                    || t.rdma_devices.iter().any(|d| d.pci == Some(f.address))
             })
             .map(|f| f.address)
             .collect::<Vec<_>>()
@@ -148,13 +149,12 @@ fn assert_same_answer(name: &str, full: &Topology, aff: &Topology) {
         }
     }
     let gpus = |t: &Topology| {
-        t.pci
+        t.gpus
             .iter()
-            .filter(|f| f.is_nvidia_gpu())
-            .map(|f| f.address)
+            .map(|g| (g.index, g.pci, g.numa_node))
             .collect::<Vec<_>>()
     };
-    assert_eq!(gpus(aff), gpus(full), "{name}: the GPUs");
+    assert_eq!(gpus(aff), gpus(full), "{name}: the GPUs and their numbers");
 }
 
 #[test]

@@ -155,6 +155,17 @@ fn table(topo: &Topology, view: &ContainerView) -> String {
         );
         ownership(&mut s, view, o.state, &o.evidence);
     }
+    for f in topo.unnumbered_gpus() {
+        let _ = writeln!(
+            s,
+            "  -     {}  {}  {}: not the NVIDIA driver's, no GPU number (nvidia-smi, CUDA and NCCL do not see it)",
+            f.address,
+            f.device_name.as_deref().unwrap_or("-"),
+            f.driver
+                .as_deref()
+                .map_or("bound to no driver".into(), |d| format!("bound to {d}"))
+        );
+    }
     let _ = writeln!(s, "\nRDMA devices:");
     let others = topo.other_rdma_devices();
     if !others.is_empty() {

@@ -82,9 +82,10 @@ pub enum PciFacts {
     /// `uevent` where it states them, with their `physfn` link; `numa_node` of GPUs and
     /// of RDMA devices' functions, `local_cpulist` of GPUs and of those functions that
     /// know no node, and the node of each host bridge holding such a GPU or function.
-    /// Where the GPU drivers (`nvidia`, `nouveau`, `vfio-pci`) hold functions, only
-    /// theirs, the RDMA devices' functions (with their PFs) and the bridges above them
-    /// are read: a host's other functions place nothing the answers show.
+    /// Where the `nvidia` driver holds functions, only its, the RDMA devices'
+    /// functions (with their PFs) and the bridges above them are read: a host's other
+    /// functions place nothing the answers show. A function's driver comes from its
+    /// `uevent` (`DRIVER=`).
     Placement,
     /// As [`PciFacts::Placement`], with each GPU's name from the bundled PCI ID table
     /// (what the plan's reasons call a GPU where NVML does not name it).

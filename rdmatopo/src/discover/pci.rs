@@ -280,18 +280,17 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     topo.pci = functions;
 }
 
-/// The functions a placement read places: the GPUs' (the functions the drivers that
-/// take NVIDIA GPUs hold: `nvidia`, `nouveau`, `vfio-pci`) and `named` (a host's RDMA
+/// The functions a placement read places: those the `nvidia` driver holds (its GPUs
+/// and NVSwitches; [`fill_gpus`] numbers its GPUs only) and `named` (a host's RDMA
 /// devices' functions; in an outline this container's netdevs' and `PCIDEVICE_*`, with
-/// the PFs of those that are VFs), with how many the GPU drivers hold; the bridges above
+/// the PFs of those that are VFs), with how many the driver holds; the bridges above
 /// them come with their paths. `None` on a machine without the `nvidia` driver, whose
-/// GPUs only their class tells. A GPU no driver holds is not among them; nvidia-smi
-/// does not show one either. Not the host's other functions (in a pod, its NICs and
-/// their VFs: hundreds on an SR-IOV host).
+/// GPUs only their class tells. Not the host's other functions (in a pod, its NICs and
+/// their VFs: hundreds on an SR-IOV host), nor a GPU another driver (`vfio-pci` for a
+/// VM) or none holds: nvidia-smi does not show one either.
 fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<String>, usize)> {
-    const GPU_DRIVERS: [&str; 3] = ["nvidia", "nouveau", "vfio-pci"];
-    const DRIVERS_DIR: &str = "/sys/bus/pci/drivers";
-    if !ctx.fs.exists(&join(DRIVERS_DIR, "nvidia")) {
+    let nvidia = join("/sys/bus/pci/drivers", NVIDIA_DRIVER);
+    if !ctx.fs.exists(&nvidia) {
         return None;
     }
     let mut wanted: BTreeSet<PciAddr> = named
@@ -311,17 +310,16 @@ fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<Strin
             .collect();
         wanted.extend(pfs);
     }
-    let mut held = 0;
-    for driver in GPU_DRIVERS {
-        let bound = ctx
-            .fs
-            .list_opt(&join(DRIVERS_DIR, driver))
-            .unwrap_or_default();
-        let bound: Vec<PciAddr> = bound.iter().filter_map(|n| n.parse().ok()).collect();
-        held += bound.len();
-        wanted.extend(bound);
-    }
-    Some((wanted.iter().map(PciAddr::to_string).collect(), held))
+    let held: Vec<PciAddr> = ctx
+        .fs
+        .list_opt(&nvidia)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let count = held.len();
+    wanted.extend(held);
+    Some((wanted.iter().map(PciAddr::to_string).collect(), count))
 }
 
 /// A host bridge's node: that of its first function (in address order) that knows one.
@@ -706,16 +704,14 @@ fn read_function(
     // to name the NICs), from `uevent` where it tells them; for every other function the
     // class is enough (0: not read).
     let display = class.is_some_and(|c| c >> 16 == 0x03);
-    let (vendor, device) = if let (true, Some(ids)) = (full, ids) {
-        (Some(ids.vendor), Some(ids.device))
-    } else if full {
-        (vendor_of(ctx), device_of(ctx))
-    } else if !(is_nic || display) {
-        (Some(0), Some(0))
-    } else if let Some(ids) = ids.or_else(|| read_uevent(ctx, path)) {
-        (Some(ids.vendor), Some(ids.device))
-    } else {
-        (vendor_of(ctx), device_of(ctx))
+    let ids = match ids {
+        None if !full && (is_nic || display) => read_uevent(ctx, path),
+        ids => ids,
+    };
+    let (vendor, device) = match &ids {
+        Some(ids) if full || is_nic || display => (Some(ids.vendor), Some(ids.device)),
+        _ if !(full || is_nic || display) => (Some(0), Some(0)),
+        _ => (vendor_of(ctx), device_of(ctx)),
     };
     let (Some(vendor), Some(device), Some(class)) = (vendor, device, class) else {
         // Vanished (hot-unplug) or broken: diagnostics already name the files.
@@ -779,7 +775,7 @@ fn read_function(
         (None, None)
     };
     // In the order the files were always read (diagnostics keep their order).
-    let uevent_subsystem = ids.and_then(|i| i.subsystem);
+    let uevent_subsystem = ids.as_ref().and_then(|i| i.subsystem);
     let (subsystem_vendor, subsystem_device) = match (full, uevent_subsystem) {
         (false, _) => (None, None),
         (true, Some((vendor, device))) => (Some(vendor), Some(device)),
@@ -792,7 +788,15 @@ fn read_function(
             }),
         ),
     };
-    let driver = full.then(|| ctx.fs.link_name(&at("driver")).ok()).flatten();
+    // From `uevent` where it was read, else the `driver` link; a placement read takes a
+    // GPU's only (whose driver decides whether it is one: [`fill_gpus`]).
+    let uevent_read = ids.is_some();
+    let driver = match ids.and_then(|i| i.driver) {
+        _ if !(full || is_gpu) => None,
+        Some(driver) => Some(driver),
+        None if !uevent_read => ctx.fs.link_name(&at("driver")).ok(),
+        None => None,
+    };
     let numa_node = local
         .then(|| ctx.attr(&at("numa_node"), true, parse_numa_node))
         .flatten()
@@ -915,14 +919,26 @@ fn names(_vendor: u16, _device: u16) -> (Option<String>, Option<String>) {
     (None, None)
 }
 
-/// GPUs in PCI order, with NVML facts merged in when present.
+/// The driver whose GPUs NVML and nvidia-smi number.
+const NVIDIA_DRIVER: &str = "nvidia";
+
+/// GPUs in PCI order, numbered as NVML numbers them, with NVML facts merged in when
+/// present. Where the `nvidia` driver holds a function, the GPUs are those it holds:
+/// nvidia-smi, CUDA and NCCL neither see nor count one bound to `vfio-pci` (passed to a
+/// VM) or to no driver (its probe failed, or it is excluded). Elsewhere (no driver
+/// loaded, a capture that does not say) every NVIDIA display function is one.
 pub(super) fn fill_gpus(topo: &mut Topology) {
     // Taken out while the GPUs are built beside it, and put back.
     let nvml = topo.nvml.take();
+    let nvidia_holds_any = topo
+        .pci
+        .iter()
+        .any(|f| f.driver.as_deref() == Some(NVIDIA_DRIVER));
     topo.gpus =
         topo.pci
             .iter()
             .filter(|f| f.is_nvidia_gpu())
+            .filter(|f| !nvidia_holds_any || f.driver.as_deref() == Some(NVIDIA_DRIVER))
             .enumerate()
             .map(|(i, f)| {
                 let facts = nvml.as_ref().and_then(|n| n.gpu(f.address));

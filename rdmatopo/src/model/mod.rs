@@ -49,6 +49,9 @@ pub struct Topology {
     pub host_bridges: Vec<HostBridge>,
     /// Every PCI function, bridges included, in address order.
     pub pci: Vec<PciFunction>,
+    /// The GPUs NVML numbers, in PCI order: where the `nvidia` driver holds a function,
+    /// the NVIDIA display functions it holds; elsewhere every one
+    /// ([`Topology::unnumbered_gpus`] are the others).
     pub gpus: Vec<Gpu>,
     pub rdma_devices: Vec<RdmaDevice>,
     pub netdevs: Vec<Netdev>,
@@ -76,8 +79,7 @@ pub struct Topology {
 /// [`Topology::rdma_devices`]: a host's hundreds of VFs are other pods'), every other
 /// GPU by place, class and node, and no other PCI function (the host's NICs and their
 /// VFs are not placed). The GPUs found are
-/// those bound to `nvidia`, `nouveau` or `vfio-pci` (all by class on a machine without
-/// the `nvidia` driver).
+/// those bound to `nvidia` (all by class on a machine without the `nvidia` driver).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct DetailView {
@@ -120,6 +122,15 @@ impl Topology {
             view: None,
             diagnostics: Vec::new(),
         }
+    }
+
+    /// NVIDIA display functions that are no GPU of [`Topology::gpus`]: bound to
+    /// another driver than `nvidia` (`vfio-pci`, passed to a VM) or to none, on a
+    /// machine where `nvidia` holds others. nvidia-smi, CUDA and NCCL do not see them.
+    pub fn unnumbered_gpus(&self) -> impl Iterator<Item = &PciFunction> {
+        self.pci
+            .iter()
+            .filter(|f| f.is_nvidia_gpu() && !self.gpus.iter().any(|g| g.pci == f.address))
     }
 
     /// The RDMA devices of the machine the model names but does not hold (another

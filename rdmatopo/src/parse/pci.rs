@@ -243,7 +243,7 @@ pub fn parse_hex_u16(what: &'static str, text: &str) -> Result<u16, ParseError> 
 
 /// A function's identity as its `uevent` states it: one read instead of `class`,
 /// `vendor`, `device`, `subsystem_vendor` and `subsystem_device`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PciIds {
     pub class: u32,
     pub vendor: u16,
@@ -251,12 +251,16 @@ pub struct PciIds {
     /// Subsystem vendor and device; `None` where the file leaves `PCI_SUBSYS_ID` out
     /// (the kernel always writes it; a hand-made capture may not).
     pub subsystem: Option<(u16, u16)>,
+    /// The driver bound to the function (`DRIVER=nvidia`, the name its `driver` link
+    /// ends in); `None` where none is bound or the name is not one a driver has.
+    pub driver: Option<String>,
 }
 
 /// A PCI function's `uevent`: `KEY=value` lines, of which `PCI_CLASS=30200` (the class,
 /// `%04X`), `PCI_ID=10DE:2330` (vendor and device, `%04X:%04X`) and
 /// `PCI_SUBSYS_ID=10DE:16C1` (the same of the subsystem) are read (the kernel's
-/// `pci_uevent` in drivers/pci/pci-driver.c).
+/// `pci_uevent` in drivers/pci/pci-driver.c), and `DRIVER=nvidia` (the driver core's
+/// `dev_uevent` in drivers/base/core.c, written only while a driver is bound).
 pub fn parse_pci_uevent(text: &str) -> Result<PciIds, ParseError> {
     let err = |reason| ParseError::new("PCI uevent", text, reason);
     let value = |key: &str| {
@@ -280,11 +284,16 @@ pub fn parse_pci_uevent(text: &str) -> Result<PciIds, ParseError> {
     let subsystem = value("PCI_SUBSYS_ID")
         .map(|id| pair(id).ok_or_else(|| err("PCI_SUBSYS_ID is not vendor:device in hex")))
         .transpose()?;
+    // A name the driver core could have printed: no path, no spaces or controls.
+    let driver = value("DRIVER")
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_graphic() && b != b'/'))
+        .map(str::to_string);
     Ok(PciIds {
         class,
         vendor,
         device,
         subsystem,
+        driver,
     })
 }
 
@@ -302,11 +311,19 @@ mod tests {
                 vendor: 0x10de,
                 device: 0x2330,
                 subsystem: Some((0x10de, 0x16c1)),
+                driver: Some("nvidia".into()),
             }
         );
         // A bridge without a driver: the class has leading digits dropped by `%04X`.
         let bridge = parse_pci_uevent("PCI_CLASS=60400\nPCI_ID=1000:C030\n").unwrap();
         assert_eq!((bridge.class, bridge.vendor), (0x060400, 0x1000));
+        assert_eq!(bridge.driver, None);
+        // A driver name that is no name is no driver; the ids still stand.
+        for odd in ["DRIVER=\n", "DRIVER=../../x\n", "DRIVER=a b\n"] {
+            let ids =
+                parse_pci_uevent(&format!("{odd}PCI_CLASS=30200\nPCI_ID=10DE:2330\n")).unwrap();
+            assert_eq!((ids.driver, ids.vendor), (None, 0x10de), "{odd:?}");
+        }
         // A capture without the subsystem line still tells class and ids.
         assert_eq!(bridge.subsystem, None);
         for bad in [

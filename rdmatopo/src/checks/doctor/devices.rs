@@ -1,5 +1,5 @@
-//! Checks on the devices themselves: SR-IOV virtual functions (3), GPUDirect RDMA
-//! prerequisites and the RDMA character devices (8).
+//! Checks on the devices themselves: GPUs outside the NVIDIA driver, SR-IOV virtual
+//! functions (3), GPUDirect RDMA prerequisites and the RDMA character devices (8).
 
 use super::{Scope, Sink, pci_dir, port_dir, port_name, short_list, state_text};
 use crate::model::RdmaDevice;
@@ -22,6 +22,64 @@ fn local_ranks(scope: &Scope, dev: &str) -> u64 {
     env_u64(scope, "LOCAL_WORLD_SIZE")
         .unwrap_or_else(|| scope.gpus_using(dev).len() as u64)
         .max(1)
+}
+
+/// NVIDIA GPUs the `nvidia` driver does not hold, where it holds others: NVML numbers
+/// the GPUs it holds, so nvidia-smi, CUDA, NCCL and this report skip them.
+pub(super) fn gpu_driver(scope: &Scope, out: &mut Sink) {
+    let topo = scope.topo;
+    let unnumbered: Vec<_> = topo.unnumbered_gpus().collect();
+    if unnumbered.is_empty() {
+        let held = topo
+            .gpus
+            .iter()
+            .filter(|g| scope.function(g.pci).and_then(|f| f.driver.as_deref()) == Some("nvidia"))
+            .count();
+        match (topo.gpus.len(), held) {
+            (0, _) => out.not_applicable("no GPU here"),
+            (n, h) if h == n => out.note(format!(
+                "{n} GPU(s) on this machine, all held by the nvidia driver"
+            )),
+            (n, _) => out.note(format!(
+                "{n} GPU(s), told by their class: the nvidia driver holds none of them"
+            )),
+        }
+        return;
+    }
+    let numbered = format!(
+        "GPU numbers count the nvidia driver's {} GPU(s) only",
+        topo.gpus.len()
+    );
+    for f in unnumbered {
+        let name = f.device_name.as_deref().unwrap_or("NVIDIA GPU");
+        let driver_link = format!("{}/driver", pci_dir(f.address));
+        let finding = match f.driver.as_deref() {
+            Some(driver) => out
+                .info(format!(
+                    "{} ({name}) is bound to {driver}, not nvidia: nvidia-smi, CUDA and NCCL do not see it; {numbered}",
+                    f.address
+                ))
+                .with(driver_link, driver)
+                .why(if driver.starts_with("vfio") {
+                    "a GPU bound to vfio-pci is being given to a virtual machine (PCI passthrough); its host cannot use it, and the GPU numbers of this host (CUDA_VISIBLE_DEVICES, the device plugin's indices) count the others only"
+                } else {
+                    "NVML, and with it nvidia-smi, CUDA and NCCL, numbers only the GPUs the nvidia driver holds"
+                })
+                .fix(format!(
+                    "nothing, if it is meant for a VM; to give it back to this host: `driverctl unset-override {}` (or clear /sys/bus/pci/devices/{}/driver_override and write the address to /sys/bus/pci/drivers_probe)",
+                    f.address, f.address
+                )),
+            None => out
+                .warning(format!(
+                    "{} ({name}) is bound to no driver: the nvidia driver did not take it, so nvidia-smi, CUDA and NCCL do not see it; {numbered}",
+                    f.address
+                ))
+                .with(driver_link, "absent")
+                .why("a GPU the nvidia driver did not probe (\"NVRM: The NVIDIA probe routine failed\" in the kernel log), excluded with NVreg_ExcludedGpus, or unbound by hand is missing from every GPU count of this host while its slot and power stay taken")
+                .fix("read the NVRM lines of the kernel log (`dmesg | grep NVRM`) for why the probe failed; a GPU that fails every probe needs a reset or a hardware check (nvidia-bug-report.sh)"),
+        };
+        out.push(finding);
+    }
 }
 
 pub(super) fn sriov(scope: &Scope, out: &mut Sink) {

@@ -267,6 +267,11 @@ const CHECKS: &[(&str, &str, CheckFn)] = &[
         distance::check,
     ),
     (
+        "gpu-driver",
+        "NVIDIA GPUs the nvidia driver does not hold (nvidia-smi, CUDA and NCCL skip them)",
+        devices::gpu_driver,
+    ),
+    (
         "sriov",
         "virtual functions in use: limits and port state",
         devices::sriov,
