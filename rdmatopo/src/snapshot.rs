@@ -18,7 +18,7 @@ mod scrub;
 
 use crate::model::Topology;
 use crate::parse::PciAddr;
-use crate::sources::{NVML_SNAPSHOT_PATH, VERBS_SNAPSHOT_PATH};
+use crate::sources::{NVIDIA_DRIVER_DIR, NVML_SNAPSHOT_PATH, VERBS_SNAPSHOT_PATH};
 use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -187,9 +187,9 @@ impl Walker<'_> {
         }
     }
 
-    /// Names under `/dev` are data (which device nodes a container got): keep every
-    /// entry of a listed `/dev` directory, without reading it.
-    fn add_dev_listing(&mut self, dir: &str) {
+    /// Keep every entry of `dir` without reading it: where a listing is the fact (which
+    /// device nodes a container got under `/dev`, which functions a driver holds).
+    fn add_listing(&mut self, dir: &str) {
         let Ok(names) = self.fs.list(dir) else { return };
         let Ok(real_dir) = self.fs.canonicalize(dir) else {
             return;
@@ -253,8 +253,15 @@ impl Capture {
             if (path == "/dev" || path.starts_with("/dev/"))
                 && matches!(fs.kind(path), Ok(EntryKind::Dir))
             {
-                w.add_dev_listing(path);
+                w.add_listing(path);
             }
+        }
+        // Which functions the nvidia driver holds: a read that places only the GPUs
+        // (topo, a container's outline) takes them from this listing, which the whole
+        // read does not make (it reads every function).
+        if fs.exists(NVIDIA_DRIVER_DIR) {
+            w.add(NVIDIA_DRIVER_DIR, 0);
+            w.add_listing(NVIDIA_DRIVER_DIR);
         }
         let mut entries = w.entries;
         if journal.iter().any(|p| p == "/proc/self/environ") {

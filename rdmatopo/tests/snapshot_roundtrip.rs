@@ -134,3 +134,57 @@ fn untarred_is_a_root(bytes: &[u8], topo: &rdmatopo::Topology) {
     let on_disk = rdmatopo::discover(Some(&dir.path().join("rdmatopo-snapshot"))).unwrap();
     assert_eq!(json_without_root(&on_disk), json_without_root(topo));
 }
+
+/// topo, nccl-env and a container's owned view place only some functions: the GPUs
+/// from the listing of the nvidia driver's directory, which the whole read that makes a
+/// snapshot does not make. The snapshot keeps it, so each read answers from the
+/// archive as from the machine. A snapshot of an earlier rdmatopo kept the directory
+/// (a GPU's `driver` link leads there) without its listing: it says nothing of the
+/// driver's functions, and is read like a capture without `drivers/` (each function),
+/// with the same GPUs and RDMA devices; it once lost a pod's GPUs.
+#[test]
+fn every_fixture_answers_each_read_from_its_snapshot() {
+    use rdmatopo::sources::NVIDIA_DRIVER_DIR;
+    use rdmatopo::{Needs, View, discover_view};
+    let devices = |t: &rdmatopo::Topology| {
+        let names: Vec<&str> = t.rdma_devices.iter().map(|d| d.name.as_str()).collect();
+        (serde_json::to_value(&t.gpus).unwrap(), names.join(" "))
+    };
+    for f in fixtures() {
+        let fs = Sysfs::at(f.join("root")).recording();
+        let whole = rdmatopo::discover_fs(&fs).unwrap();
+        let snapshot = Capture::from_journal(&fs, &whole).to_tree();
+        let mut earlier = snapshot.clone();
+        let listing: Vec<String> = snapshot
+            .entries()
+            .map(|(p, _)| p.to_string())
+            .filter(|p| p.starts_with(&format!("{NVIDIA_DRIVER_DIR}/")))
+            .collect();
+        for p in &listing {
+            earlier.remove(p);
+        }
+        for (label, needs) in [
+            ("doctor", Needs::ALL),
+            ("topo", Needs::TOPO),
+            ("nccl-env", Needs::NCCL_ENV),
+        ] {
+            let want = discover_view(&Sysfs::at(f.join("root")), needs, View::Owned).unwrap();
+            let got =
+                discover_view(&Sysfs::memory(snapshot.clone(), "t"), needs, View::Owned).unwrap();
+            assert_eq!(
+                json_without_root(&got),
+                json_without_root(&want),
+                "{}: {label}'s read of the snapshot differs from the machine's",
+                f.display()
+            );
+            let got =
+                discover_view(&Sysfs::memory(earlier.clone(), "t"), needs, View::Owned).unwrap();
+            assert_eq!(
+                devices(&got),
+                devices(&want),
+                "{}: {label}'s read of an earlier snapshot finds other devices",
+                f.display()
+            );
+        }
+    }
+}

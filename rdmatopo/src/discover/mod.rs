@@ -599,14 +599,15 @@ impl<'a> Discoverer<'a> {
                 .filter(|a| !focus.functions.contains(a))
                 .copied()
                 .collect();
-            let (beside, devices) = if needs.beside {
+            let beside = if needs.beside {
                 pci::read_beside(&mut ctx, topo, &focus.functions, &nics)
             } else {
                 Default::default()
             };
-            rdma::hold_others(topo, &devices);
+            rdma::hold_others(topo, &beside.devices);
+            functions.extend(beside.placed);
             let mut detailed = pci::read_focus(&mut ctx, topo, functions);
-            detailed.extend(beside);
+            detailed.extend(beside.read);
             detailed
         };
         // The RDMA devices of the PFs of its VFs: their ports carry the VFs' traffic

@@ -6,6 +6,7 @@ use crate::parse::{
     AcsState, PciAddr, PciIds, parse_acs, parse_cpulist, parse_dec, parse_hex_u16, parse_hex_u32,
     parse_link_speed, parse_numa_node, parse_pci_uevent,
 };
+use crate::sources::{NVIDIA_DRIVER, NVIDIA_DRIVER_DIR};
 use crate::sysfs::{SysfsError, join};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -284,13 +285,16 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
 /// and NVSwitches; [`fill_gpus`] numbers its GPUs only) and `named` (a host's RDMA
 /// devices' functions; in an outline this container's netdevs' and `PCIDEVICE_*`, with
 /// the PFs of those that are VFs), with how many the driver holds; the bridges above
-/// them come with their paths. `None` on a machine without the `nvidia` driver, whose
-/// GPUs only their class tells. Not the host's other functions (in a pod, its NICs and
+/// them come with their paths. `None` on a machine without the `nvidia` driver (or a
+/// capture that does not list its directory), whose GPUs only their class tells. Not the host's other functions (in a pod, its NICs and
 /// their VFs: hundreds on an SR-IOV host), nor a GPU another driver (`vfio-pci` for a
 /// VM) or none holds: nvidia-smi does not show one either.
 fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<String>, usize)> {
-    let nvidia = join("/sys/bus/pci/drivers", NVIDIA_DRIVER);
-    if !ctx.fs.exists(&nvidia) {
+    // A driver's directory always lists its own attribute files; one that lists
+    // nothing is a capture that kept the directory (a `driver` link leads there) but
+    // not its listing, and says nothing of which functions the driver holds.
+    let listing = ctx.fs.list_opt(NVIDIA_DRIVER_DIR).unwrap_or_default();
+    if listing.is_empty() {
         return None;
     }
     let mut wanted: BTreeSet<PciAddr> = named
@@ -310,13 +314,7 @@ fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<Strin
             .collect();
         wanted.extend(pfs);
     }
-    let held: Vec<PciAddr> = ctx
-        .fs
-        .list_opt(&nvidia)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|n| n.parse().ok())
-        .collect();
+    let held: Vec<PciAddr> = listing.iter().filter_map(|n| n.parse().ok()).collect();
     let count = held.len();
     wanted.extend(held);
     Some((wanted.iter().map(PciAddr::to_string).collect(), count))
@@ -477,14 +475,16 @@ pub(super) fn place_gpus(ctx: &mut Ctx, topo: &mut Topology, gpus: &BTreeSet<Pci
 /// VFs beside the GPU and the switch ports between them, which a whole read holds and
 /// the checks weigh against a far NIC (`gpu-nic-distance`'s nearest function and
 /// `acs-redirect` on the way to it). Call before [`read_focus`] (which assigns the
-/// roles); returns the functions read and the RDMA devices under them, each with its
-/// function (to be held as outlines).
+/// roles); returns the functions read, the RDMA devices under them, each with its
+/// function (to be held as outlines), and the functions there that the outline placed
+/// already (where it placed every function: a capture that does not list the GPU
+/// driver's functions), for [`read_focus`] to read in full.
 pub(super) fn read_beside(
     ctx: &mut Ctx,
     topo: &mut Topology,
     gpus: &BTreeSet<PciAddr>,
     nics: &BTreeSet<PciAddr>,
-) -> (BTreeSet<PciAddr>, Vec<(String, PciAddr)>) {
+) -> Beside {
     let root_port = |topo: &Topology, a: PciAddr| topo.ancestors(a).last().map(|f| f.address);
     let near: BTreeSet<PciAddr> = nics.iter().filter_map(|n| root_port(topo, *n)).collect();
     // (directory, its function, host bridge): the root ports of GPUs far from every NIC.
@@ -496,6 +496,7 @@ pub(super) fn read_beside(
         .collect();
     let mut visited: BTreeSet<PciAddr> = BTreeSet::new();
     let mut read: Vec<PciFunction> = Vec::new();
+    let mut placed: Vec<(String, PciAddr)> = Vec::new();
     while let Some((dir, bridge, host_bridge)) = todo.pop() {
         if !visited.insert(bridge) {
             continue;
@@ -508,6 +509,8 @@ pub(super) fn read_beside(
             if let Some(f) = topo.pci_function(addr) {
                 if f.class >> 8 == 0x0604 {
                     todo.push((path, addr, host_bridge.clone()));
+                } else if !gpus.contains(&addr) {
+                    placed.push((path, addr));
                 }
                 continue;
             }
@@ -531,19 +534,35 @@ pub(super) fn read_beside(
     let added: BTreeSet<PciAddr> = read.iter().map(|f| f.address).collect();
     // A function's devices are those under it: the outline only named them.
     let mut under: Vec<(String, PciAddr)> = Vec::new();
-    for f in &read {
+    let functions = read.iter().map(|f| (f.path.clone(), f.address));
+    for (path, addr) in functions.chain(placed.iter().cloned()) {
         for name in ctx
             .fs
-            .list_opt(&join(&f.path, "infiniband"))
+            .list_opt(&join(&path, "infiniband"))
             .unwrap_or_default()
         {
-            under.push((name, f.address));
+            under.push((name, addr));
         }
     }
 
     topo.pci.extend(read);
     topo.pci.sort_by_key(|f| f.address);
-    (added, under)
+    Beside {
+        read: added,
+        devices: under,
+        placed: placed.into_iter().map(|(_, a)| a).collect(),
+    }
+}
+
+/// What [`read_beside`] found beside GPUs far from every NIC.
+#[derive(Debug, Default)]
+pub(super) struct Beside {
+    /// The functions it read in full.
+    pub read: BTreeSet<PciAddr>,
+    /// The RDMA devices under them, each with its function.
+    pub devices: Vec<(String, PciAddr)>,
+    /// The functions there the outline had placed already, to be read in full.
+    pub placed: BTreeSet<PciAddr>,
 }
 
 /// A placement read takes `numa_node` of GPUs and NICs only. A host bridge's node
@@ -918,9 +937,6 @@ fn names(vendor: u16, device: u16) -> (Option<String>, Option<String>) {
 fn names(_vendor: u16, _device: u16) -> (Option<String>, Option<String>) {
     (None, None)
 }
-
-/// The driver whose GPUs NVML and nvidia-smi number.
-const NVIDIA_DRIVER: &str = "nvidia";
 
 /// GPUs in PCI order, numbered as NVML numbers them, with NVML facts merged in when
 /// present. Where the `nvidia` driver holds a function, the GPUs are those it holds:

@@ -17,6 +17,12 @@ pub mod verbs;
 pub const NVML_SNAPSHOT_PATH: &str = "/rdmatopo/nvml.json";
 /// Logical path of the verbs snapshot inside a root.
 pub const VERBS_SNAPSHOT_PATH: &str = "/rdmatopo/verbs.json";
+/// The driver whose GPUs NVML and nvidia-smi number.
+pub const NVIDIA_DRIVER: &str = "nvidia";
+/// The driver's directory: a link for each PCI function it holds, beside its `bind`,
+/// `unbind`, `new_id`, `remove_id` and `uevent` files (drivers/base/bus.c,
+/// drivers/pci/pci-driver.c) and its `module` link.
+pub const NVIDIA_DRIVER_DIR: &str = "/sys/bus/pci/drivers/nvidia";
 
 /// Why a source gave nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
