@@ -213,8 +213,23 @@ fn mixed(scope: &Scope, out: &mut Sink, rails: &[(&RdmaDevice, &Port)]) {
             "{l} rails run at different speeds: {}",
             parts.join("; ")
         ));
+        // Every port off the most common speed, and one port at it: the message names
+        // the rest (a privileged pod sees 28 ports). Where no speed is the most common,
+        // every port.
+        let most = speeds.values().map(Vec::len).max().unwrap_or(0);
+        let common = match speeds
+            .iter()
+            .filter(|(_, p)| p.len() == most)
+            .collect::<Vec<_>>()[..]
+        {
+            [(s, ports)] => Some((s.clone(), ports[0].clone())),
+            _ => None,
+        };
         for (d, p) in rails.iter().filter(|(_, p)| layer(p) == *l) {
-            if let Some(r) = &p.rate {
+            let shown = common
+                .as_ref()
+                .is_none_or(|(s, first)| speed(p) != *s || port_name(d, p.number) == *first);
+            if let Some(r) = p.rate.as_ref().filter(|_| shown) {
                 f = f.with(
                     format!("{}/rate", port_dir(&d.name, p.number)),
                     format!("{} Gb/sec ({}X {})", r.gbps, r.lanes, r.speed),

@@ -679,6 +679,18 @@ fn rails_of_different_speed() {
         "{}",
         summaries(&r, "multi-rail")
     );
+    // One port at each speed: no speed is the common one, so both are evidence (where
+    // one is, the evidence is its first port and every other port; pod goldens).
+    let f = findings(&r, "multi-rail");
+    let f = f.iter().find(|f| f.summary.contains("speeds")).unwrap();
+    let rates: Vec<&str> = f.evidence.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        rates,
+        [
+            "/sys/class/infiniband/mlx5_0/ports/1/rate",
+            "/sys/class/infiniband/mlx5_1/ports/1/rate",
+        ]
+    );
 }
 
 #[test]
