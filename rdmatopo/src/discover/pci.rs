@@ -286,9 +286,10 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
 /// devices' functions; in an outline this container's netdevs' and `PCIDEVICE_*`, with
 /// the PFs of those that are VFs), with how many the driver holds; the bridges above
 /// them come with their paths. `None` on a machine without the `nvidia` driver (or a
-/// capture that does not list its directory), whose GPUs only their class tells. Not the host's other functions (in a pod, its NICs and
-/// their VFs: hundreds on an SR-IOV host), nor a GPU another driver (`vfio-pci` for a
-/// VM) or none holds: nvidia-smi does not show one either.
+/// capture that does not list its directory), whose GPUs only their class tells. Not
+/// the host's other functions (in a pod, its NICs and their VFs: hundreds on an SR-IOV
+/// host), nor a GPU another driver (`vfio-pci` for a VM) or none holds: nvidia-smi
+/// does not show one either.
 fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<String>, usize)> {
     // A driver's directory always lists its own attribute files; one that lists
     // nothing is a capture that kept the directory (a `driver` link leads there) but
@@ -534,11 +535,11 @@ pub(super) fn read_beside(
     let added: BTreeSet<PciAddr> = read.iter().map(|f| f.address).collect();
     // A function's devices are those under it: the outline only named them.
     let mut under: Vec<(String, PciAddr)> = Vec::new();
-    let functions = read.iter().map(|f| (f.path.clone(), f.address));
-    for (path, addr) in functions.chain(placed.iter().cloned()) {
+    let functions = read.iter().map(|f| (f.path.as_str(), f.address));
+    for (path, addr) in functions.chain(placed.iter().map(|(p, a)| (p.as_str(), *a))) {
         for name in ctx
             .fs
-            .list_opt(&join(&path, "infiniband"))
+            .list_opt(&join(path, "infiniband"))
             .unwrap_or_default()
         {
             under.push((name, addr));

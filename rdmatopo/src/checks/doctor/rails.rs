@@ -217,18 +217,13 @@ fn mixed(scope: &Scope, out: &mut Sink, rails: &[(&RdmaDevice, &Port)]) {
         // the rest (a privileged pod sees 28 ports). Where no speed is the most common,
         // every port.
         let most = speeds.values().map(Vec::len).max().unwrap_or(0);
-        let common = match speeds
-            .iter()
-            .filter(|(_, p)| p.len() == most)
-            .collect::<Vec<_>>()[..]
-        {
-            [(s, ports)] => Some((s.clone(), ports[0].clone())),
-            _ => None,
+        let mut at_most = speeds.values().filter(|ports| ports.len() == most);
+        let unshown: &[String] = match (at_most.next(), at_most.next()) {
+            (Some(ports), None) => &ports[1..],
+            _ => &[],
         };
         for (d, p) in rails.iter().filter(|(_, p)| layer(p) == *l) {
-            let shown = common
-                .as_ref()
-                .is_none_or(|(s, first)| speed(p) != *s || port_name(d, p.number) == *first);
+            let shown = !unshown.contains(&port_name(d, p.number));
             if let Some(r) = p.rate.as_ref().filter(|_| shown) {
                 f = f.with(
                     format!("{}/rate", port_dir(&d.name, p.number)),
