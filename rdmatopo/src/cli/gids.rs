@@ -1,4 +1,4 @@
-//! `rdmatopo gids`: the `show_gids` table (mlnx-tools), in numeric index order, and
+//! `rdmatopo gids`: the `show_gids` table (mlnx-tools), in `ls` order (index 10 before 2), and
 //! the GID NCCL would choose per RoCE port.
 //!
 //! Rows of other network namespaces: the upstream kernel lists every namespace's GIDs

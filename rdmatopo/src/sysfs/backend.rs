@@ -78,7 +78,7 @@ pub struct DirBackend {
     /// Linux before 5.6, or a seccomp profile that predates it, so files are opened with
     /// `openat`), or is not tried yet.
     openat2: AtomicU8,
-    /// The directories names were last read or looked up in, opened once a third name
+    /// The directories names were last read or looked up in, opened once a fourth name
     /// is read from one: files and links come in runs from a few directories (a port's
     /// 255 GID slots, `/sys/bus/pci/devices/*`), and a lookup of one name costs less
     /// than of the whole path from the root (eleven components to a GID slot).
@@ -89,10 +89,12 @@ pub struct DirBackend {
 /// reader goes round three (`gids`, `gid_attrs/types`, `gid_attrs/ndevs`).
 const OPEN_DIRS: usize = 4;
 
-/// Names read from a directory by their whole paths before it is opened: opening one
-/// for a second name costs the lookup it saves (a PCI function's few files in a
-/// placement read).
-const READS_BEFORE_OPEN: u8 = 2;
+/// Names read from a directory by their whole paths before it is opened. Opening one
+/// costs two system calls (its open and its close) and saves a walk of the path per name
+/// after: a placement read takes three names of each PCI function (`uevent`, then
+/// `physfn` and `numa_node`, or `numa_node` and `local_cpulist`), where an open after
+/// the second added 40 of h100-dgx `topo`'s 402 system calls and saved nothing worth them.
+const READS_BEFORE_OPEN: u8 = 3;
 
 /// Directories read from lately ([`DirBackend::in_open_dir`]), the most recent last.
 #[derive(Debug, Default)]
