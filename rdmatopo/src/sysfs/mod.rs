@@ -384,8 +384,24 @@ impl Sysfs {
                 return Ok(None);
             }
             unchecked = false;
+            // A name in a directory whose entries the kernel makes links is read as a
+            // link straight away: `readlink` says whether it is one, and saves an `lstat`.
+            let mut target = None;
             let kind = if self.is_known_link(&candidate) {
                 EntryKind::Symlink
+            } else if names_links(&done) {
+                match self.backend.read_link(&candidate) {
+                    Ok(read) => {
+                        target = Some(read);
+                        EntryKind::Symlink
+                    }
+                    // Not a link (a capture that copied the directory): asked as any name.
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self
+                        .backend
+                        .kind(&candidate)
+                        .map_err(|e| SysfsError::from_io(&candidate, e))?,
+                    Err(e) => return Err(SysfsError::from_io(&candidate, e)),
+                }
             } else {
                 self.backend
                     .kind(&candidate)
@@ -405,10 +421,13 @@ impl Sysfs {
                     path: path.to_string(),
                 });
             }
-            let target = self
-                .backend
-                .read_link(&candidate)
-                .map_err(|e| SysfsError::from_io(&candidate, e))?;
+            let target = match target {
+                Some(read) => read,
+                None => self
+                    .backend
+                    .read_link(&candidate)
+                    .map_err(|e| SysfsError::from_io(&candidate, e))?,
+            };
             if target.starts_with('/') {
                 done.clear();
             }
@@ -957,6 +976,18 @@ fn join_slash(dir: &str, name: &str) -> String {
 /// A canonical path in `resolve`'s form: `""` for the root, else `/a/b`.
 fn below_root(path: String) -> String {
     if path == "/" { String::new() } else { path }
+}
+
+/// Whether the kernel makes every entry of the canonical directory `dir` a symlink
+/// (sysfs ABI): a bus's `devices` (`/sys/bus/pci/devices/0000:3b:00.0`) and a class's
+/// directory (`/sys/class/infiniband/mlx5_0`, `/sys/class/net/eth0`).
+fn names_links(dir: &str) -> bool {
+    let one_name = |rest: &str| !rest.is_empty() && !rest.contains('/');
+    dir.strip_prefix("/sys/class/").is_some_and(one_name)
+        || dir
+            .strip_prefix("/sys/bus/")
+            .and_then(|rest| rest.strip_suffix("/devices"))
+            .is_some_and(one_name)
 }
 
 fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {

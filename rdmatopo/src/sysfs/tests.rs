@@ -406,3 +406,67 @@ fn files_read_by_name_answer_as_whole_paths() {
             .is_not_found()
     );
 }
+
+/// Entries of a class's or a bus's directory are read as links first; those that are
+/// not (`/sys/class/net/bonding_masters` is a file on every kernel with bonding, and a
+/// capture may copy a device's directory) resolve as before, and a missing one says so.
+#[test]
+fn names_where_the_kernel_makes_links_resolve_when_they_are_not_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("sys/class/net/eth0")).unwrap();
+    std::fs::write(d.join("sys/class/net/eth0/mtu"), "1500\n").unwrap();
+    std::fs::write(d.join("sys/class/net/bonding_masters"), "bond0\n").unwrap();
+    std::fs::create_dir_all(d.join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
+    std::fs::write(
+        d.join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
+        "0x8086\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(d.join("sys/bus/pci/devices/0000:02:00.0")).unwrap();
+    std::fs::write(
+        d.join("sys/bus/pci/devices/0000:02:00.0/vendor"),
+        "0x15b3\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:01.0",
+        d.join("sys/bus/pci/devices/0000:00:01.0"),
+    )
+    .unwrap();
+    let mut t = MemTree::new();
+    t.file("/sys/class/net/eth0/mtu", "1500\n")
+        .file("/sys/class/net/bonding_masters", "bond0\n")
+        .file("/sys/devices/pci0000:00/0000:00:01.0/vendor", "0x8086\n")
+        .file("/sys/bus/pci/devices/0000:02:00.0/vendor", "0x15b3\n")
+        .link(
+            "/sys/bus/pci/devices/0000:00:01.0",
+            "../../../devices/pci0000:00/0000:00:01.0",
+        );
+    for fs in [Sysfs::at(d), Sysfs::memory(t, "mem")] {
+        assert_eq!(fs.read("/sys/class/net/eth0/mtu").unwrap(), "1500\n");
+        assert_eq!(
+            fs.read("/sys/class/net/bonding_masters").unwrap(),
+            "bond0\n"
+        );
+        assert_eq!(
+            fs.read("/sys/bus/pci/devices/0000:02:00.0/vendor").unwrap(),
+            "0x15b3\n"
+        );
+        assert_eq!(
+            fs.canonicalize("/sys/bus/pci/devices/0000:00:01.0")
+                .unwrap(),
+            "/sys/devices/pci0000:00/0000:00:01.0"
+        );
+        assert_eq!(
+            fs.read("/sys/bus/pci/devices/0000:00:01.0/vendor").unwrap(),
+            "0x8086\n"
+        );
+        let missing = fs.read("/sys/class/net/eth9/mtu").unwrap_err();
+        assert!(missing.is_not_found(), "{missing}");
+        assert!(
+            missing.to_string().contains("/sys/class/net/eth9"),
+            "{missing}"
+        );
+    }
+}
