@@ -1,5 +1,5 @@
-//! `rdmatopo gids`: the `show_gids` table (mlnx-tools), in `ls` order (index 10 before 2), and
-//! the GID NCCL would choose per RoCE port.
+//! `rdmatopo gids`: the `show_gids` table (mlnx-tools), in `ls` order (index 10 before
+//! 2), and the GID NCCL would choose per RoCE port.
 //!
 //! Rows of other network namespaces: the upstream kernel lists every namespace's GIDs
 //! in a pod's table (with the host's netdev names), MLNX_OFED hides them. They stay in

@@ -90,10 +90,11 @@ pub struct DirBackend {
 const OPEN_DIRS: usize = 4;
 
 /// Names read from a directory by their whole paths before it is opened. Opening one
-/// costs two system calls (its open and its close) and saves a walk of the path per name
-/// after: a placement read takes three names of each PCI function (`uevent`, then
+/// costs two system calls (its open and its close) and saves a walk of the path per
+/// name after: a placement read takes three names of each PCI function (`uevent`, then
 /// `physfn` and `numa_node`, or `numa_node` and `local_cpulist`), where an open after
-/// the second added 40 of h100-dgx `topo`'s 402 system calls and saved nothing worth them.
+/// the second added 40 of h100-dgx `topo`'s 402 system calls and saved nothing worth
+/// them.
 const READS_BEFORE_OPEN: u8 = 3;
 
 /// Directories read from lately ([`DirBackend::in_open_dir`]), the most recent last.
