@@ -412,56 +412,36 @@ fn files_read_by_name_answer_as_whole_paths() {
 /// capture may copy a device's directory) resolve as before, and a missing one says so.
 #[test]
 fn names_where_the_kernel_makes_links_resolve_when_they_are_not_links() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    std::fs::create_dir_all(d.join("sys/class/net/eth0")).unwrap();
-    std::fs::write(d.join("sys/class/net/eth0/mtu"), "1500\n").unwrap();
-    std::fs::write(d.join("sys/class/net/bonding_masters"), "bond0\n").unwrap();
-    std::fs::create_dir_all(d.join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
-    std::fs::write(
-        d.join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
-        "0x8086\n",
-    )
-    .unwrap();
-    std::fs::create_dir_all(d.join("sys/bus/pci/devices/0000:02:00.0")).unwrap();
-    std::fs::write(
-        d.join("sys/bus/pci/devices/0000:02:00.0/vendor"),
-        "0x15b3\n",
-    )
-    .unwrap();
-    std::os::unix::fs::symlink(
+    const FILES: [(&str, &str); 4] = [
+        ("/sys/class/net/eth0/mtu", "1500\n"),
+        ("/sys/class/net/bonding_masters", "bond0\n"),
+        ("/sys/devices/pci0000:00/0000:00:01.0/vendor", "0x8086\n"),
+        ("/sys/bus/pci/devices/0000:02:00.0/vendor", "0x15b3\n"),
+    ];
+    const LINK: (&str, &str) = (
+        "/sys/bus/pci/devices/0000:00:01.0",
         "../../../devices/pci0000:00/0000:00:01.0",
-        d.join("sys/bus/pci/devices/0000:00:01.0"),
-    )
-    .unwrap();
+    );
     let mut t = MemTree::new();
-    t.file("/sys/class/net/eth0/mtu", "1500\n")
-        .file("/sys/class/net/bonding_masters", "bond0\n")
-        .file("/sys/devices/pci0000:00/0000:00:01.0/vendor", "0x8086\n")
-        .file("/sys/bus/pci/devices/0000:02:00.0/vendor", "0x15b3\n")
-        .link(
-            "/sys/bus/pci/devices/0000:00:01.0",
-            "../../../devices/pci0000:00/0000:00:01.0",
-        );
-    for fs in [Sysfs::at(d), Sysfs::memory(t, "mem")] {
-        assert_eq!(fs.read("/sys/class/net/eth0/mtu").unwrap(), "1500\n");
+    let root = tempfile::tempdir().unwrap();
+    let on_disk = |path: &str| root.path().join(path.trim_start_matches('/'));
+    for (path, text) in FILES {
+        t.file(path, text);
+        let at = on_disk(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    }
+    t.link(LINK.0, LINK.1);
+    std::os::unix::fs::symlink(LINK.1, on_disk(LINK.0)).unwrap();
+    for fs in [Sysfs::at(root.path()), Sysfs::memory(t, "mem")] {
+        for (path, text) in FILES {
+            assert_eq!(fs.read(path).unwrap(), text, "{path}");
+        }
         assert_eq!(
-            fs.read("/sys/class/net/bonding_masters").unwrap(),
-            "bond0\n"
-        );
-        assert_eq!(
-            fs.read("/sys/bus/pci/devices/0000:02:00.0/vendor").unwrap(),
-            "0x15b3\n"
-        );
-        assert_eq!(
-            fs.canonicalize("/sys/bus/pci/devices/0000:00:01.0")
-                .unwrap(),
+            fs.canonicalize(LINK.0).unwrap(),
             "/sys/devices/pci0000:00/0000:00:01.0"
         );
-        assert_eq!(
-            fs.read("/sys/bus/pci/devices/0000:00:01.0/vendor").unwrap(),
-            "0x8086\n"
-        );
+        assert_eq!(fs.read(&join(LINK.0, "vendor")).unwrap(), "0x8086\n");
         let missing = fs.read("/sys/class/net/eth9/mtu").unwrap_err();
         assert!(missing.is_not_found(), "{missing}");
         assert!(
