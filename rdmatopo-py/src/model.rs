@@ -265,8 +265,9 @@ impl Port {
 pub struct Nic(pub(crate) model::RdmaDevice, pub(crate) bool);
 
 impl Nic {
-    /// The device, when read in full; its outline (another container's device in an
-    /// owned view) answers only name, PCI address and uverbs node.
+    /// The device, when read in full; its outline (in an owned view, a device the
+    /// container's answers place without owning it) answers only name, PCI address and
+    /// uverbs node.
     fn whole(&self) -> PyResult<&model::RdmaDevice> {
         if self.1 {
             Err(crate::errors::OutsideViewError::new_err(
@@ -324,8 +325,9 @@ impl Nic {
     fn ports<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.whole()?.ports.iter().cloned().map(Port))
     }
-    /// Whether only the outline of this device was read (another container's device
-    /// in an owned view): its other facts raise `OutsideViewError`.
+    /// Whether only the outline of this device was read (in an owned view, a device
+    /// the container's answers place without owning it: a PF of its VFs, a NIC beside
+    /// one of its GPUs): its other facts raise `OutsideViewError`.
     #[getter]
     fn outline(&self) -> bool {
         self.1

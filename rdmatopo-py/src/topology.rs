@@ -15,9 +15,11 @@ use std::sync::OnceLock;
 /// Read the topology of `root` (default: `$RDMATOPO_ROOT`, else `/`, this machine).
 ///
 /// `view="owned"` (the default, as the CLI's): inside a container whose devices are
-/// certain, only its own GPUs and RDMA devices are read in full, the others in
-/// outline (`Topology.view` says which it holds; facts of an outline raise
-/// `OutsideViewError`). On a host, or where ownership is uncertain, and with
+/// certain, only its own GPUs and RDMA devices are read in full; other containers'
+/// RDMA devices are only named (`Topology.other_nics`), and those its answers place
+/// (a PF of its VFs, a NIC beside one of its GPUs) are outlines (`Nic.outline`).
+/// `Topology.view` says which view it holds; facts of a device only named or an
+/// outline raise `OutsideViewError`. On a host, or where ownership is uncertain, and with
 /// `view="all"`, every device is read.
 ///
 /// The GIL is released while sysfs is read, so other Python threads keep running.

@@ -41,10 +41,11 @@ pub enum ViewError {
     UnknownDevice(String),
     #[error("{0}")]
     Invalid(String),
-    /// A fact this topology's view left out: a device another container owns, read in
-    /// outline only (see [`crate::model::DetailView`]).
+    /// A fact this topology's view left out (see [`crate::model::DetailView`]): a device
+    /// another container owns, only named, or one read in part (a PF of this
+    /// container's VFs: its ports without their GID tables).
     #[error(
-        "{0} is outside this topology's view: this container does not own it, so only its name, PCI function and uverbs node were read; discover the whole machine (view \"all\", CLI --all) for its ports and GIDs"
+        "{0} is outside this topology's view: this container does not own it (another container's RDMA device is only named; a PF of this container's VFs is read in part); discover the whole machine (view \"all\", CLI --all) to read it in full"
     )]
     OutsideView(String),
 }
