@@ -42,10 +42,11 @@ pub enum ViewError {
     #[error("{0}")]
     Invalid(String),
     /// A fact this topology's view left out (see [`crate::model::DetailView`]): a device
-    /// another container owns, only named, or one read in part (a PF of this
-    /// container's VFs: its ports without their GID tables).
+    /// another container owns, only named, or one its answers place, read in part (a PF
+    /// of its VFs, without whole GID tables; a NIC beside one of its GPUs, by name and
+    /// function).
     #[error(
-        "{0} is outside this topology's view: this container does not own it (another container's RDMA device is only named; a PF of this container's VFs is read in part); discover the whole machine (view \"all\", CLI --all) to read it in full"
+        "{0} is outside this topology's view: this container does not own it (another container's RDMA device is only named; one its answers place, a PF of its VFs or a NIC beside one of its GPUs, is read in part); discover the whole machine (view \"all\", CLI --all) to read it in full"
     )]
     OutsideView(String),
 }
