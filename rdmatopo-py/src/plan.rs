@@ -3,12 +3,11 @@
 
 use crate::errors::Error;
 use crate::model::{Gpu, cpu_set, py_opt, py_str};
-use crate::topology::Topology;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyTuple};
 use rdmatopo::parse::CpuSet;
 use rdmatopo::view::plan::Plan;
-use rdmatopo::view::{RankChoice, RankOutcome, RankRequest, ViewError, WhenUnnamed};
+use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, ViewError, WhenUnnamed};
 use std::collections::BTreeMap;
 
 /// A rank number from Python: a non-negative `int`.
@@ -51,10 +50,11 @@ fn rank_request(
     })
 }
 
-/// `Topology.plan()`; see its docstring in `topology.rs`.
+/// `Topology.plan()` of the topology `devices` answers for; see its docstring in
+/// `topology.rs`.
 pub(crate) fn plan(
     py: Python<'_>,
-    topology: &Topology,
+    devices: &Devices<'_>,
     local_rank: Option<i64>,
     local_world_size: Option<i64>,
 ) -> PyResult<RankPlan> {
@@ -64,7 +64,6 @@ pub(crate) fn plan(
         .call_method0("copy")?
         .extract()?;
     let request = rank_request(local_rank, local_world_size, env)?;
-    let devices = topology.devices();
     let RankOutcome { plan, choice } = devices
         .rank_plan(request, WhenUnnamed::LoneProcess)
         .map_err(Error::from)?;
@@ -77,12 +76,12 @@ pub(crate) fn plan(
             Error::from(ViewError::Invalid(format!("no plan for this rank: {why}"))).into(),
         );
     };
-    let gpu = topology
-        .topo
+    let gpu = devices
+        .topology()
         .gpus
         .iter()
         .find(|g| g.pci == rank_plan.gpu)
-        .map(|g| Gpu::new(g, &devices))
+        .map(|g| Gpu::new(g, devices))
         .ok_or_else(|| Error::from(ViewError::UnknownDevice(rank_plan.gpu.to_string())))?;
     Ok(RankPlan {
         rank: rank_plan,

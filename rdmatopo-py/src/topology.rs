@@ -177,7 +177,7 @@ impl Topology {
         local_rank: Option<i64>,
         local_world_size: Option<i64>,
     ) -> PyResult<RankPlan> {
-        crate::plan::plan(py, self, local_rank, local_world_size)
+        crate::plan::plan(py, &self.devices(), local_rank, local_world_size)
     }
 
     /// The `rdmatopo doctor` checks on this topology: why RDMA would be slow here,

@@ -4,12 +4,12 @@
 //! out, tests may build fixtures from anywhere).
 //!
 //! Rules: every top-level module is on a floor; no module imports a floor above its
-//! own; no import cycle between top-level modules, nor between the children of one;
-//! `std::fs` only in `sysfs`, `snapshot` and the CLI (which reads and writes the files
-//! its user names); no filesystem, environment, process or clock in `view`, `checks`
-//! or `export`; and no face (the CLI, `rdmatopo-py`, `rdmatopo-c`) answers what the
-//! facade (`view::devices`) answers. Each rule is shown to fail on a small synthetic
-//! tree below.
+//! own; no import cycle between top-level modules, nor between the children of one,
+//! nor between the modules of a face's crate; `std::fs` only in `sysfs`, `snapshot`
+//! and the CLI (which reads and writes the files its user names); no filesystem,
+//! environment, process or clock in `view`, `checks` or `export`; and no face (the
+//! CLI, `rdmatopo-py`, `rdmatopo-c`) answers what the facade (`view::devices`)
+//! answers. Each rule is shown to fail on a small synthetic tree below.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -420,6 +420,37 @@ fn violations(files: &BTreeMap<String, String>, faces: &[(String, String)]) -> V
     out
 }
 
+/// Import cycles between the modules of one face's own crate (`files`, paths relative
+/// to its `src/`; `crate::` and `super::` paths, tests left out). A face only converts,
+/// so its modules stand in a row as the library's floors do: a class's module may
+/// import the module of what its methods return, not also the other way round.
+fn face_cycles(face: &str, files: &BTreeMap<String, String>) -> Vec<String> {
+    let srcs = sources(files);
+    let modules: BTreeSet<&str> = srcs
+        .iter()
+        .filter_map(|s| s.module.first().map(String::as_str))
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for src in &srcs {
+        // lib.rs declares the modules and exports their classes.
+        let Some(top) = src.module.first() else {
+            continue;
+        };
+        for path in paths(src) {
+            if let Some(target) = path.first()
+                && target != top
+                && modules.contains(target.as_str())
+            {
+                graph.entry(top.clone()).or_default().insert(target.clone());
+            }
+        }
+    }
+    cycles(&graph)
+        .into_iter()
+        .map(|c| format!("{face}: import cycle between {}", c.join(" <-> ")))
+        .collect()
+}
+
 fn redone_facade(file: &str, code: &str) -> Vec<String> {
     let squeezed: String = code.split_whitespace().collect::<Vec<_>>().join("");
     FACADE_ONLY
@@ -466,14 +497,17 @@ fn the_house_keeps_its_floors() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let files = read_tree(&crate_dir.join("src"));
     let mut faces = Vec::new();
+    let mut found = Vec::new();
     for binding in ["../rdmatopo-py/src", "../rdmatopo-c/src"] {
-        for (rel, text) in read_tree(&crate_dir.join(binding)) {
+        let face = read_tree(&crate_dir.join(binding));
+        found.extend(face_cycles(binding, &face));
+        for (rel, text) in face {
             faces.push((format!("{binding}/{rel}"), text));
         }
     }
     assert!(files.len() > 50, "read {} files", files.len());
     assert!(faces.len() > 5, "read {} binding files", faces.len());
-    let found = violations(&files, &faces);
+    found.extend(violations(&files, &faces));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -576,6 +610,32 @@ fn an_import_cycle_fails() {
             .any(|m| m.contains("import cycle between discover <-> sources")),
         "{v:?}"
     );
+}
+
+#[test]
+fn an_import_cycle_in_a_face_fails() {
+    // `Topology.plan()` returns a `RankPlan`: plan.rs may not import `Topology` back.
+    // Paths into the library (`rdmatopo::…`) are not the face's own modules.
+    let face = |plan: &str| {
+        tree(&[
+            ("lib.rs", "mod plan;\nmod topology;\n"),
+            ("topology.rs", "use crate::plan::RankPlan;\n"),
+            ("plan.rs", plan),
+        ])
+    };
+    let v = face_cycles("py", &face("use crate::topology::Topology;\n"));
+    assert_eq!(v, ["py: import cycle between plan <-> topology"], "{v:?}");
+    let v = face_cycles(
+        "py",
+        &face("use rdmatopo::view::Devices;\nuse crate::model::Gpu;\n"),
+    );
+    assert!(v.is_empty(), "{v:?}");
+    // Test code may use anything.
+    let v = face_cycles(
+        "py",
+        &face("#[cfg(test)]\nmod tests {\n use crate::topology::Topology;\n}\n"),
+    );
+    assert!(v.is_empty(), "{v:?}");
 }
 
 #[test]

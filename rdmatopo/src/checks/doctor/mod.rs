@@ -27,8 +27,7 @@ use crate::view::scope::{Context, Scope};
 pub use network::roce_mtu;
 pub(crate) use network::{active_mtu, uplink};
 
-use crate::Topology;
-use crate::model::Severity;
+use crate::model::{Severity, Topology};
 use serde::{Deserialize, Serialize};
 
 /// Schema tag of the report's JSON.
