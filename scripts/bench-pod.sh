@@ -9,8 +9,10 @@
 #   visible device) `topo`, `gids`, `netdevs`, `qos` and `inventory`, next to hwloc's
 #   `lstopo-no-graphics --whole-io` on the same tree (HWLOC_FSROOT), and the floor of
 #   `doctor`: the files it opened, read by a C program that does nothing else
-#   (scripts/incumbents/readfiles.c), on one thread and half each on two. One timed run per root; a table per root: median,
-#   min, files opened, lstopo's median / the command's, the command's / topo's.
+#   (scripts/incumbents/readfiles.c), on one thread and half each on two, and the same
+#   program with no file to read (what starting any process costs on this machine). One
+#   timed run per root; a table per root: median, min, files opened, lstopo's median /
+#   the command's, the command's / topo's.
 #
 #   Part B (flatness): a pod that owns 1 GPU and 1 VF on a synthetic SR-IOV host (16 GPUs,
 #   8 PFs; fixtures/tools/synth.py --pod) whose PFs carry 1, 8 and 64 VFs each, i.e. 7, 63
@@ -184,6 +186,11 @@ print("\n".join(strace_opens.opened_paths(*sys.argv[1:])))' "$work/strace/A$i.do
   args+=("A$i.floor2" "$work/readfiles $R $work/A$i.doctor.files 2")
   count_opens "A$i.floor2" "$R" "floor on two threads: the same files, half each" \
     "$work/readfiles" "$R" "$work/A$i.doctor.files" 2
+  # What any process costs here: the same program with nothing to read. lstopo's
+  # median over this is the most any command's ratio to lstopo could be.
+  args+=("A$i.start" "$work/readfiles $R /dev/null")
+  count_opens "A$i.start" "$R" "process start: readfiles.c with no file to read" \
+    "$work/readfiles" "$R" /dev/null
   # hwloc reads the tree through HWLOC_FSROOT; without -x86 its CPUID backend would add
   # this machine's caches to the topology. rdmatopo ignores both variables.
   args+=("A$i.lstopo" "lstopo-no-graphics --whole-io")
