@@ -6,7 +6,7 @@
 //! host bridge, PHB = through one host bridge, NODE = across host bridges within a NUMA
 //! node, SYS = across NUMA nodes. NVLink makes GPU pairs `NV<n>`.
 
-use super::ViewError;
+use super::error::ViewError;
 use crate::model::{NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
 use crate::parse::{CpuSet, PciAddr};
 use serde::ser::SerializeStruct;

@@ -4,8 +4,8 @@
 //! the rank the environment names. A face converts its types to and from these and maps
 //! [`ViewError`] in one place; it does not answer these questions itself.
 
-use super::ViewError;
 use super::affinity::{PathClass, TopoMatrix, nearest_devices, numa_of, path_class};
+use super::error::ViewError;
 use super::naming::GpuNames;
 use super::plan::{Plan, PlanOptions, RankPlan};
 use crate::model::{Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, RdmaDevice, Topology};

@@ -10,10 +10,12 @@
 //! NICs to channels itself (its maintainers advise against one HCA per rank).
 
 use super::affinity::numa_of;
+use super::affinity::{PathClass, path_class};
 use super::container::{ContainerView, Ownership};
+use super::error::ViewError;
 use super::gid::{GidChoice, choose_gid, is_roce, unusable_reason};
 use super::naming::GpuNames;
-use super::{PathClass, ViewError, list_short, path_class};
+use super::words::list_short;
 use crate::model::{
     Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, PciFunction, Port, RdmaDevice, Topology,
 };

@@ -8,8 +8,9 @@
 //! and environment (`CUDA_VISIBLE_DEVICES`, `/dev` nodes, cgroups) are ignored, so a
 //! DaemonSet that reads the host's `/sys` gets the same answer as the host itself.
 
+use super::affinity::{PathClass, path_class};
+use super::error::ViewError;
 use super::plan::{Exclusion, Plan, PlanOptions};
-use super::{PathClass, ViewError, path_class};
 use crate::model::{PciFunction, PciRole, Port, Process, RdmaDevice, Topology};
 use crate::parse::natural_cmp;
 use crate::parse::{LinkLayer, PciAddr};

@@ -208,7 +208,7 @@ impl Shown {
             format!(
                 "RDMA devices of another container are left out ({}): {}; `--all` shows every visible device",
                 self.context,
-                super::list_short(&names)
+                super::words::list_short(&names)
             )
         })
     }
