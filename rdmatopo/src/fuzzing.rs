@@ -730,6 +730,18 @@ fn first_difference(a: &impl std::fmt::Debug, b: &impl std::fmt::Debug) -> Strin
 /// process view with cgroup limits, and an NVML snapshot with NVLinks.
 pub fn base_machine() -> MemTree {
     let mut t = MemTree::new();
+    let pf = add_pci(&mut t);
+    add_rdma_device(&mut t, &pf);
+    add_netdevs(&mut t, &pf);
+    add_numa_and_process(&mut t);
+    add_nvml_snapshot(&mut t);
+    t
+}
+
+/// The PCI tree: the switch with a GPU and the ConnectX-7 PF and its VF below it, the
+/// second GPU on the other socket, the bridges above, their drivers. Returns the PF's
+/// directory.
+fn add_pci(t: &mut MemTree) -> String {
     let sw = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
     let gpu0 = format!("{sw}/0000:02:00.0/0000:03:00.0");
     let pf = format!("{sw}/0000:02:01.0/0000:04:00.0");
@@ -793,7 +805,12 @@ pub fn base_machine() -> MemTree {
         .link(&format!("{gpu1}/driver"), "../../../bus/pci/drivers/nvidia")
         .dir("/sys/bus/pci/drivers/mlx5_core")
         .dir("/sys/bus/pci/drivers/nvidia");
-    // RDMA device on the PF, one RoCE port.
+    pf
+}
+
+/// The PF's RDMA device: one RoCE port with a GID table (a RoCE v1, a RoCE v2 and an
+/// empty slot) and its uverbs node.
+fn add_rdma_device(t: &mut MemTree, pf: &str) {
     let ib = format!("{pf}/infiniband/mlx5_0");
     t.link(
         "/sys/class/infiniband/mlx5_0",
@@ -837,7 +854,10 @@ pub fn base_machine() -> MemTree {
         "/sys/devices/virtual/infiniband_verbs/uverbs0/ibdev",
         "mlx5_0\n",
     );
-    // Netdevs: the PF's port enslaved to a bond, and loopback.
+}
+
+/// Netdevs: the PF's port enslaved to a bond, and loopback.
+fn add_netdevs(t: &mut MemTree, pf: &str) {
     let eth0 = format!("{pf}/net/eth0");
     t.link(
         "/sys/class/net/eth0",
@@ -867,7 +887,11 @@ pub fn base_machine() -> MemTree {
     }
     t.file("/sys/devices/virtual/net/bond0/bonding/mode", "802.3ad 4\n")
         .file("/sys/devices/virtual/net/bond0/bonding/slaves", "eth0\n");
-    // NUMA, CPUs, the process.
+}
+
+/// NUMA nodes, CPUs, and a pod's process view (cgroup, limits, environment, device
+/// nodes).
+fn add_numa_and_process(t: &mut MemTree) {
     t.file("/sys/devices/system/node/node0/cpulist", "0-15\n")
         .file("/sys/devices/system/node/node0/distance", "10 32\n")
         .file("/sys/devices/system/node/node1/cpulist", "16-31\n")
@@ -890,6 +914,10 @@ pub fn base_machine() -> MemTree {
         .file("/dev/infiniband/uverbs0", "")
         .file("/dev/nvidia0", "")
         .file("/sys/module/nvidia/version", "550.54.15\n");
+}
+
+/// An NVML snapshot: the two GPUs, one NVLink between them.
+fn add_nvml_snapshot(t: &mut MemTree) {
     let nvml = NvmlSnapshot {
         schema: NvmlSnapshot::SCHEMA.to_string(),
         driver_version: Some("550.54.15".into()),
@@ -907,9 +935,7 @@ pub fn base_machine() -> MemTree {
          "remote_bus_id": "00000000:03:00.0", "remote_kind": "gpu"}]}
     ]);
     t.file(crate::sources::NVML_SNAPSHOT_PATH, &nvml.to_string());
-    t
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
