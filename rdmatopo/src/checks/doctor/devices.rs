@@ -1,9 +1,11 @@
 //! Checks on the devices themselves: GPUs outside the NVIDIA driver, SR-IOV virtual
 //! functions (3), GPUDirect RDMA prerequisites and the RDMA character devices (8).
 
-use super::{Scope, Sink, pci_dir, port_dir, port_name, short_list, state_text};
+use super::report::Sink;
+use super::words::{pci_dir, port_dir, port_name, short_list, state_text};
 use crate::model::RdmaDevice;
 use crate::parse::merge_natural;
+use crate::view::scope::Scope;
 
 /// `NCCL_IB_QPS_PER_CONNECTION` from this process's environment (NCCL's default 1).
 fn qps_per_connection(scope: &Scope) -> u64 {

@@ -1,9 +1,12 @@
 //! Check 2: the PCIe distance from each GPU to the NIC it would use, against the
 //! nearest RDMA NIC anywhere on the machine.
 
-use super::{Scope, Sink, list, pci_dir, pcie};
+use super::pcie;
+use super::report::Sink;
+use super::words::{list, pci_dir};
 use crate::model::PciFunction;
 use crate::view::affinity::PathClass;
+use crate::view::scope::Scope;
 
 pub(super) fn check(scope: &Scope, out: &mut Sink) {
     if scope.gpus.is_empty() {

@@ -1,7 +1,9 @@
 //! Process limits: the rdma cgroup (6) and RLIMIT_MEMLOCK (8).
 
-use super::{Scope, Sink, list};
+use super::report::Sink;
+use super::words::list;
 use crate::parse::{RdmaLimit, RdmaLimitValue};
+use crate::view::scope::Scope;
 
 /// A rough lower bound (a heuristic, not a measured number) for the `hca_object`
 /// need of one NCCL rank on one device: QPs and CQs for up to 32 channels to two

@@ -1,10 +1,12 @@
 //! Network-side checks: MTU (4), network namespace and GID index (5), netfilter on
 //! RoCE (8) and the RoCE v2 IPv4 GID (8).
 
-use super::{Context, Scope, Sink, list, port_dir, port_name, short_list};
+use super::report::Sink;
+use super::words::{list, port_dir, port_name, short_list};
 use crate::model::{Gid, Netdev, NetdevKind, NetnsMode, Port, RdmaDevice};
 use crate::parse::{GidType, LinkLayer};
 use crate::view::gid::{best_gid, of_other_namespace};
+use crate::view::scope::{Context, Scope};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Bytes of RoCE headers the kernel takes off the netdev MTU (`iboe_get_mtu`: GRH 40 +

@@ -1,9 +1,11 @@
 //! Check 1: the CPUs this process may use against the NUMA nodes of its GPUs and NICs.
 
-use super::{Scope, Sink, list, pci_dir};
+use super::report::Sink;
+use super::words::{list, pci_dir};
 use crate::model::PciFunction;
 use crate::parse::CpuSet;
 use crate::view::affinity::{local_cpus, numa_of};
+use crate::view::scope::Scope;
 
 const FIX: &str = "Kubernetes: kubelet topologyManagerPolicy: single-numa-node (topologyManagerScope: pod) with cpuManagerPolicy: static and a Guaranteed pod (integer CPU requests), so CPUs, GPU and NIC come from one NUMA node; outside Kubernetes: start each rank with `rdmatopo exec` (binds it to its GPU's local CPUs)";
 

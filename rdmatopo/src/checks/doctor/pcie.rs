@@ -2,11 +2,13 @@
 //! peer-to-peer redirect on the bridges between a GPU and its NIC or the one
 //! `gpu-nic-distance` recommends (the nearest function, chosen here for both checks).
 
-use super::{Scope, Sink, list, pci_dir};
+use super::report::Sink;
+use super::words::{list, pci_dir};
 use crate::model::{PciFunction, PciRole};
 use crate::parse::{AcsFlags, AcsState, LinkSpeed, PciAddr};
 use crate::view::affinity::{PathClass, path_class};
 use crate::view::scope::GpuNics;
+use crate::view::scope::Scope;
 
 /// The functions on the path between `a` and `b` below their lowest common ancestor
 /// (which the traffic does not pass through); the whole of both chains when they

@@ -3,10 +3,12 @@
 //! both the notification and the reaction point; every rail, and a VF and its PF, the
 //! same. Judges what sysfs shows (see [`crate::view::qos`]); says what it cannot.
 
-use super::{Scope, Sink, list};
+use super::report::Sink;
+use super::words::list;
 use crate::model::{Port, RdmaDevice};
 use crate::parse::LinkLayer;
 use crate::view::qos::{PortView, cm_tos_path, port_view, prios, tc_path};
+use crate::view::scope::Scope;
 use std::collections::BTreeMap;
 
 const ECN_WHY: &str = "DCQCN slows a sender down when switches mark its packets (ECN) and the receiver returns CNPs; a priority where the notification point (roce_np) or the reaction point (roce_rp) is off never slows down, so congestion grows into PFC pauses (head-of-line blocking, pause storms) or drops, and one such rail stalls every collective striped over it";
@@ -363,7 +365,7 @@ fn lossless(out: &mut Sink, views: &[PortView], prio: Option<u8>, multi: &BTreeM
         return;
     }
     let set = |v: &PortView| v.lossless.clone().unwrap_or_default();
-    let evidence = |f: super::Finding, v: &PortView| {
+    let evidence = |f: super::report::Finding, v: &PortView| {
         let nd = v.qos_netdev.as_deref().unwrap_or("?");
         f.with(
             format!("/sys/class/net/{nd}/qos/prio2buffer"),

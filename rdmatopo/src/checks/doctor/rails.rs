@@ -2,10 +2,12 @@
 //! different speed or link layer, rail ports not ACTIVE, and ports NCCL would open
 //! beside the compute rails when `NCCL_IB_HCA` is unset.
 
-use super::{Scope, Sink, list, port_dir, port_name, short_list, state_text};
+use super::report::Sink;
+use super::words::{list, port_dir, port_name, short_list, state_text};
 use crate::model::{Port, RdmaDevice, Severity};
 use crate::parse::LinkLayer;
 use crate::view::affinity::{PathClass, path_class};
+use crate::view::scope::Scope;
 use std::collections::{BTreeMap, BTreeSet};
 
 fn speed(port: &Port) -> String {

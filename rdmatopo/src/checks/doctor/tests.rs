@@ -2,7 +2,9 @@
 //! fault, and on one without it.
 
 use super::*;
+use crate::model::Severity;
 use crate::sysfs::{MemEntry, MemTree, Sysfs};
+use crate::view::scope::Context;
 
 /// A two-socket machine: on each NUMA node a root port, a PCIe switch, and below it
 /// one GPU and one ConnectX NIC (PIX). Node 0: CPUs 0-7, GPU0 0000:03:00.0, mlx5_0
