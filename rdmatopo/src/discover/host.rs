@@ -1,6 +1,7 @@
 //! NUMA nodes, machine-wide facts, and the reading process's own view.
 
-use super::{Ctx, HostFacts};
+use super::ctx::Ctx;
+use super::needs::HostFacts;
 use crate::model::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS, NetnsMode, NumaNode, Process, Topology};
 use crate::parse::{
     default_route, parse_cgroup, parse_cpuinfo, parse_cpulist, parse_environ, parse_limits_memlock,

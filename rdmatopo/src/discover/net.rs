@@ -1,6 +1,7 @@
 //! Netdevs visible in this network namespace (`/sys/class/net`).
 
-use super::{Ctx, NetdevFacts};
+use super::ctx::Ctx;
+use super::needs::NetdevFacts;
 use crate::model::{Bond, Netdev, NetdevKind, Topology};
 use crate::parse::{PciAddr, parse_dec, parse_fib_trie_local, parse_route};
 use crate::sysfs::{EntryKind, join};

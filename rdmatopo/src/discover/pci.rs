@@ -1,6 +1,7 @@
 //! PCI functions and the hierarchy from their canonical sysfs paths.
 
-use super::{Ctx, PciFacts};
+use super::ctx::Ctx;
+use super::needs::PciFacts;
 use crate::model::{Gpu, HostBridge, PciFunction, PciRole, PcieLink, Sriov, Topology};
 use crate::parse::{
     AcsState, PciAddr, PciIds, parse_acs, parse_cpulist, parse_dec, parse_hex_u16, parse_hex_u32,
@@ -167,7 +168,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     let deepest_first: Vec<&(PciAddr, &String)> = listed.iter().rev().collect();
     let mut resolved = ctx.par_filter_map(
         &deepest_first,
-        super::LINKS_PER_THREAD,
+        super::ctx::LINKS_PER_THREAD,
         |ctx, (addr, name)| {
             if placed.lock().is_ok_and(|p| p.contains(addr)) {
                 return None;
@@ -248,9 +249,9 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
                 .iter()
                 .filter(|(a, _, _)| !parents.contains(a))
                 .count();
-            super::FUNCTIONS_PER_THREAD * PLACEMENT_READS_PER_FULL * paths.len() / read.max(1)
+            super::ctx::FUNCTIONS_PER_THREAD * PLACEMENT_READS_PER_FULL * paths.len() / read.max(1)
         }
-        None => super::FUNCTIONS_PER_THREAD,
+        None => super::ctx::FUNCTIONS_PER_THREAD,
     };
     let mut functions: Vec<PciFunction> =
         ctx.par_filter_map(&paths, per_thread, |ctx, (addr, path, place)| {
@@ -383,7 +384,7 @@ pub(super) fn read_focus(
         .collect();
     let read: Vec<(usize, PciFunction)> = ctx.par_filter_map(
         &items,
-        super::FUNCTIONS_PER_THREAD,
+        super::ctx::FUNCTIONS_PER_THREAD,
         |ctx, (i, addr, path, place)| {
             let origin = || join(BUS_DIR, &addr.to_string());
             let (class, ids) = read_identity(ctx, path, origin)?;
@@ -630,7 +631,7 @@ fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Opt
     let file = join(path, "class");
     let e = match ctx
         .fs
-        .read_with(&file, |t| parse_hex_u32("class", super::trim_attr(t)))
+        .read_with(&file, |t| parse_hex_u32("class", super::ctx::trim_attr(t)))
     {
         Ok(parsed) => return Some(ctx.accept(&file, parsed)),
         Err(e) => e,

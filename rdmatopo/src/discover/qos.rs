@@ -4,7 +4,7 @@
 //! `None` in the model and one info diagnostic per kind of fact names a path that was
 //! absent. Runs after netdevs are read and linked to ports.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::model::{
     Diagnostic, Ecn, EcnPoint, NetdevKind, NetdevQos, PortQos, QosFacts, Severity, Topology, VfQos,
 };

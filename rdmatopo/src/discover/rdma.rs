@@ -1,6 +1,7 @@
 //! RDMA devices (`/sys/class/infiniband`), their ports and GID tables.
 
-use super::{Ctx, DeviceFacts, GidFacts};
+use super::ctx::Ctx;
+use super::needs::{DeviceFacts, GidFacts};
 use crate::model::{DetailView, Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
 use crate::parse::{
     GidType, LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
@@ -33,7 +34,7 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     // Devices are read side by side: their GID tables (up to 256 files a port) are
     // most of a full read. Without ports a device is one link.
     let per_thread = if !ctx.needs.ports {
-        super::FUNCTIONS_PER_THREAD
+        super::ctx::FUNCTIONS_PER_THREAD
     } else {
         1
     };
@@ -173,7 +174,7 @@ pub(super) fn read_focus(
     let per_thread = if gids == GidFacts::Whole {
         2
     } else {
-        super::FUNCTIONS_PER_THREAD
+        super::ctx::FUNCTIONS_PER_THREAD
     };
     let read = ctx.par_filter_map(&wanted, per_thread, |ctx, (i, name, candidate)| {
         // A device chosen without a candidate node (a PF of a VF): the one beside it.

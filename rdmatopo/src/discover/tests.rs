@@ -1,3 +1,4 @@
+use super::ctx::thread_limit;
 use super::*;
 use crate::sysfs::MemTree;
 

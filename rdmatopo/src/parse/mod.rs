@@ -113,7 +113,8 @@ fn natural_key(name: &str) -> Vec<u8> {
     key
 }
 
-/// The bytes of [`natural_key`] handed to `push` one by one, while it returns `true`.
+/// The bytes of `natural_key` (the key's definition, kept for the tests) handed to
+/// `push` one by one, while it returns `true`.
 fn natural_key_bytes(name: &str, mut push: impl FnMut(u8) -> bool) {
     let b = name.as_bytes();
     let mut i = 0;
@@ -139,7 +140,7 @@ fn natural_key_bytes(name: &str, mut push: impl FnMut(u8) -> bool) {
     }
 }
 
-/// The first 16 bytes of [`natural_key`] as one number (zeros after a shorter key):
+/// The first 16 bytes of `natural_key` as one number (zeros after a shorter key):
 /// two names whose heads differ are in the order of their heads.
 fn natural_head(name: &str) -> u128 {
     let (mut head, mut taken) = ([0u8; 16], 0);
