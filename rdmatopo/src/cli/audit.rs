@@ -1,7 +1,8 @@
 //! `rdmatopo k8s audit`: every pod on the node judged against the node's topology,
 //! from the kubelet's PodResources API.
 
-use super::{Output, RootArgs, json};
+use super::args::RootArgs;
+use super::output::{Output, json};
 use clap::{Args, ValueEnum};
 use rdmatopo::checks::audit::{self, AuditOptions, AuditReport};
 use rdmatopo::export::k8s::SharedDevPluginConfig;

@@ -4,7 +4,8 @@
 //! `k8s audit --format json` reports among them, also the fleet's misaligned pods.
 //! Exit 0: all agree; 1: some differ or could not be read; 3: none could be read.
 
-use super::{Format, Output, json};
+use super::args::Format;
+use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::checks::audit::AuditReport;

@@ -1,4 +1,5 @@
-use super::{Format, Output, json};
+use super::args::Format;
+use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::checks::diff::{Diff, diff};
 use rdmatopo::checks::doctor::Outcome;

@@ -1,4 +1,5 @@
-use super::{Format, Output, RootArgs, json};
+use super::args::{Format, RootArgs};
+use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::checks::doctor::{self, Finding, Outcome, Report};
 use rdmatopo::model::Severity;
@@ -25,7 +26,7 @@ pub fn run(args: &DoctorArgs) -> Result<Output, String> {
         Format::Table => table(&report),
     };
     let code = report.exit_code();
-    super::keep_until_exit((topo, report));
+    super::output::keep_until_exit((topo, report));
     Ok(Output { text, code })
 }
 

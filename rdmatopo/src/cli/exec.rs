@@ -4,8 +4,9 @@
 //! plan can be made, CMD still runs, unchanged, after a warning: a launcher wrapper
 //! must not be the reason a job does not start.
 
+use super::args::RootArgs;
 use super::nccl_env::shell_quote;
-use super::{Output, RootArgs};
+use super::output::Output;
 use clap::Args;
 use rdmatopo::model::LOCAL_RANK_VARS;
 use rdmatopo::parse::CpuSet;

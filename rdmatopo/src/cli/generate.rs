@@ -2,8 +2,8 @@
 //! generated from the same clap definitions that parse the command line, so they can
 //! never describe options the binary does not have.
 
-use super::{Cli, Output};
-use clap::{Args, CommandFactory, ValueEnum};
+use super::output::Output;
+use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 
 /// The date on every page: that of this version's entry in CHANGELOG.md (a test keeps
@@ -33,22 +33,26 @@ pub struct ManArgs {
     dir: Option<PathBuf>,
 }
 
-pub fn completions(args: &CompletionsArgs) -> Result<Output, String> {
+/// The completion script of `cli` (the whole command line, handed in by the dispatch
+/// that knows it).
+pub fn completions(args: &CompletionsArgs, mut cli: clap::Command) -> Result<Output, String> {
     let shell = match args.shell {
         ShellArg::Bash => clap_complete::Shell::Bash,
         ShellArg::Zsh => clap_complete::Shell::Zsh,
         ShellArg::Fish => clap_complete::Shell::Fish,
     };
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "rdmatopo", &mut script);
+    clap_complete::generate(shell, &mut cli, "rdmatopo", &mut script);
     String::from_utf8(script)
         .map(Output::ok)
         .map_err(|e| format!("completion script is not UTF-8: {e}"))
 }
 
-pub fn man(args: &ManArgs) -> Result<Output, String> {
+/// The man pages of `cli` (the whole command line, handed in by the dispatch that knows
+/// it).
+pub fn man(args: &ManArgs, cli: clap::Command) -> Result<Output, String> {
     // `help` is no command of its own to document.
-    let mut root = Cli::command().disable_help_subcommand(true);
+    let mut root = cli.disable_help_subcommand(true);
     root.build();
     match &args.dir {
         None => render(&root).map(Output::ok),

@@ -9,7 +9,8 @@
 //! are exactly show_gids's. Whether a row is another namespace's is
 //! `view::gid::of_other_namespace`, the rule every command chooses GIDs by.
 
-use super::{Format, Output, RootArgs, json};
+use super::args::{Format, RootArgs};
+use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::{Gid, Port, RdmaDevice};

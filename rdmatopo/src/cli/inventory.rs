@@ -1,4 +1,5 @@
-use super::{Format, Output, RootArgs, nothing_found_line};
+use super::args::{Format, RootArgs};
+use super::output::{Output, nothing_found_line};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::Severity;
@@ -28,7 +29,7 @@ pub fn run(args: &InventoryArgs) -> Result<Output, String> {
         Format::Json => rdmatopo::inventory_json(&topo),
         Format::Table => table(&topo, &view),
     };
-    super::keep_until_exit((topo, view));
+    super::output::keep_until_exit((topo, view));
     Ok(Output::ok(text))
 }
 

@@ -2,8 +2,9 @@
 //! facts behind each choice as comments) or JSON. `k8s nfd --write` keeps an NFD
 //! feature file up to date, atomically, for the node DaemonSet in `deploy/`.
 
+use super::args::RootArgs;
 use super::files::write_atomically;
-use super::{Output, RootArgs, json};
+use super::output::{Output, json};
 use clap::{Args, Subcommand, ValueEnum};
 use rdmatopo::export::k8s::{
     self, ConfigMap, Generated, NfdOptions, PodNetwork, PodOptions, PoolBy, SharedDevPluginOptions,

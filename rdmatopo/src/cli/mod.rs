@@ -1,6 +1,7 @@
 //! Command-line front end: argument parsing, output, and exit codes. Each command
 //! lives in its own module and only formats what the library computes.
 
+mod args;
 mod audit;
 mod cluster;
 mod diff;
@@ -14,14 +15,13 @@ mod k8s;
 mod nccl_env;
 mod nccl_topo;
 mod netdevs;
+mod output;
 mod qos;
 mod snapshot;
 mod topo;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use rdmatopo::{Sysfs, Topology};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::io::Write;
-use std::path::PathBuf;
 
 /// Exit code when a command could not run (bad root, unreadable input).
 pub const EXIT_FAILURE: i32 = 3;
@@ -90,91 +90,6 @@ enum Command {
     Man(generate::ManArgs),
 }
 
-// Where to read from (no doc comment: clap would take it as each command's about).
-#[derive(Args, Debug, Clone)]
-pub struct RootArgs {
-    /// Root holding sys/, proc/ and dev/ (a captured tree); `/` is this machine.
-    #[arg(long, env = "RDMATOPO_ROOT", value_name = "DIR")]
-    pub root: Option<PathBuf>,
-}
-
-impl RootArgs {
-    pub fn open(&self) -> Result<Sysfs, String> {
-        rdmatopo::open_root(self.root.as_deref()).map_err(|e| e.to_string())
-    }
-
-    /// Discover the whole machine. The root's reader (its cached descriptors and
-    /// paths) is kept until exit (`keep_until_exit`).
-    pub fn discover(&self) -> Result<Topology, String> {
-        let fs = self.open()?;
-        let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string());
-        keep_until_exit(fs);
-        topo
-    }
-
-    /// Discover what `needs` asks for, inside a container only of its own devices
-    /// unless `all` (see `rdmatopo::discover_view`); the reader is kept until exit.
-    pub fn discover_owned(&self, needs: rdmatopo::Needs, all: bool) -> Result<Topology, String> {
-        let fs = self.open()?;
-        let view = if all {
-            rdmatopo::View::All
-        } else {
-            rdmatopo::View::Owned
-        };
-        let topo = rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string());
-        keep_until_exit(fs);
-        topo
-    }
-}
-
-/// Output format of the table-or-JSON commands.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Table,
-    Json,
-}
-
-/// What a command produced: text for stdout and an exit code.
-pub struct Output {
-    pub text: String,
-    pub code: i32,
-}
-
-impl Output {
-    pub fn ok(text: String) -> Self {
-        Self { text, code: 0 }
-    }
-}
-
-/// Leave `value` to the end of the process instead of dropping it: the command returns
-/// only to print its output and exit, and freeing a model's thousands of allocations
-/// one by one (or closing a reader's cached descriptors one system call each) is work
-/// the kernel's teardown of the whole process makes unnecessary.
-pub fn keep_until_exit<T>(value: T) {
-    std::mem::forget(value);
-}
-
-pub fn json<T: serde::Serialize>(value: &T) -> String {
-    let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
-    s.push('\n');
-    s
-}
-
-/// One line saying what a root holds when it has no GPU or RDMA device.
-pub fn nothing_found_line(topo: &Topology) -> Option<String> {
-    (topo.gpus.is_empty() && topo.rdma_devices.is_empty()).then(|| {
-        format!(
-            "rdmatopo: no NVIDIA GPU and no RDMA device under {} ({} PCI functions, {} NUMA node{}, {} netdev{})\n",
-            topo.root,
-            topo.pci.len(),
-            topo.numa_nodes.len(),
-            if topo.numa_nodes.len() == 1 { "" } else { "s" },
-            topo.netdevs.len(),
-            if topo.netdevs.len() == 1 { "" } else { "s" },
-        )
-    })
-}
-
 pub fn run() -> i32 {
     std::panic::set_hook(Box::new(|info| {
         let msg = info
@@ -200,8 +115,8 @@ pub fn run() -> i32 {
         Command::NcclTopo(a) => nccl_topo::run(&a),
         Command::K8s(a) => k8s::run(&a),
         Command::Cluster(a) => cluster::run(&a),
-        Command::Completions(a) => generate::completions(&a),
-        Command::Man(a) => generate::man(&a),
+        Command::Completions(a) => generate::completions(&a, Cli::command()),
+        Command::Man(a) => generate::man(&a, Cli::command()),
     });
     match result {
         Ok(Ok(out)) => {

@@ -1,6 +1,7 @@
 //! `rdmatopo nccl-env`: the NCCL variables and per-rank plan, as `export` lines or JSON.
 
-use super::{Output, RootArgs};
+use super::args::RootArgs;
+use super::output::Output;
 use clap::{Args, ValueEnum};
 use rdmatopo::view::plan::{Plan, PlanOptions};
 use std::fmt::Write;
@@ -50,7 +51,7 @@ pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
         EnvFormat::Json => plan.to_json(),
         EnvFormat::Shell => shell(&plan, &topo.root),
     };
-    super::keep_until_exit((topo, plan));
+    super::output::keep_until_exit((topo, plan));
     Ok(Output::ok(text))
 }
 

@@ -1,7 +1,8 @@
 //! `rdmatopo nccl-topo`: write an NCCL topology file for this root, or read one (an
 //! NCCL dump, a cloud vendor's file) and show the GPU–NIC classes and pairing it implies.
 
-use super::{Format, Output, RootArgs, json};
+use super::args::{Format, RootArgs};
+use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::export::nccl_xml::{self, XmlOptions};
 use rdmatopo::model::Diagnostic;

@@ -2,7 +2,8 @@
 //! including bonds, and ports whose netdev is not in this network namespace (which
 //! `ibdev2netdev` drops silently).
 
-use super::{Format, Output, RootArgs, json};
+use super::args::{Format, RootArgs};
+use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::{Netdev, Port, RdmaDevice};

@@ -2,7 +2,8 @@
 //! lossless priorities, VF settings) as far as sysfs shows it, and the `NCCL_IB_TC` the
 //! facts support.
 
-use super::{Format, Output, RootArgs, json};
+use super::args::{Format, RootArgs};
+use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::export::qos::{report_shown, table};
 use rdmatopo::view::container::Shown;
@@ -26,6 +27,6 @@ pub fn run(args: &QosArgs) -> Result<Output, String> {
         Format::Json => json(&v),
         Format::Table => table(&topo.root, &v),
     };
-    super::keep_until_exit((topo, v));
+    super::output::keep_until_exit((topo, v));
     Ok(Output::ok(text))
 }

@@ -1,4 +1,5 @@
-use super::{Output, RootArgs};
+use super::args::RootArgs;
+use super::output::Output;
 use clap::Args;
 use rdmatopo::snapshot::{Capture, Options, write_file};
 use std::path::PathBuf;

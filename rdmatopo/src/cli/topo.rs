@@ -1,4 +1,5 @@
-use super::{Format, Output, RootArgs, json, nothing_found_line};
+use super::args::{Format, RootArgs};
+use super::output::{Output, json, nothing_found_line};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::view::container::{ContainerView, Context, Ownership};
@@ -105,7 +106,7 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
             }
         },
     };
-    super::keep_until_exit((fs, topo, view, matrix));
+    super::output::keep_until_exit((fs, topo, view, matrix));
     Ok(Output::ok(text))
 }
 

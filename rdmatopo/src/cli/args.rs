@@ -1,0 +1,51 @@
+//! The arguments every command about a machine shares: where to read from, and the
+//! output format.
+
+use super::output::keep_until_exit;
+use clap::{Args, ValueEnum};
+use rdmatopo::{Sysfs, Topology};
+use std::path::PathBuf;
+
+// Where to read from (no doc comment: clap would take it as each command's about).
+#[derive(Args, Debug, Clone)]
+pub struct RootArgs {
+    /// Root holding sys/, proc/ and dev/ (a captured tree); `/` is this machine.
+    #[arg(long, env = "RDMATOPO_ROOT", value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+impl RootArgs {
+    pub fn open(&self) -> Result<Sysfs, String> {
+        rdmatopo::open_root(self.root.as_deref()).map_err(|e| e.to_string())
+    }
+
+    /// Discover the whole machine. The root's reader (its cached descriptors and
+    /// paths) is kept until exit (`keep_until_exit`).
+    pub fn discover(&self) -> Result<Topology, String> {
+        let fs = self.open()?;
+        let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string());
+        keep_until_exit(fs);
+        topo
+    }
+
+    /// Discover what `needs` asks for, inside a container only of its own devices
+    /// unless `all` (see `rdmatopo::discover_view`); the reader is kept until exit.
+    pub fn discover_owned(&self, needs: rdmatopo::Needs, all: bool) -> Result<Topology, String> {
+        let fs = self.open()?;
+        let view = if all {
+            rdmatopo::View::All
+        } else {
+            rdmatopo::View::Owned
+        };
+        let topo = rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string());
+        keep_until_exit(fs);
+        topo
+    }
+}
+
+/// Output format of the table-or-JSON commands.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+}
