@@ -4,7 +4,7 @@
 //! following `=` makes every name exact instead of a prefix (`mlx5_1` otherwise also
 //! selects `mlx5_10`…`mlx5_19`). Nothing is trimmed: NCCL compares bytes.
 
-use super::ParseError;
+use super::error::ParseError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -1,4 +1,4 @@
-use super::ParseError;
+use super::error::ParseError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 

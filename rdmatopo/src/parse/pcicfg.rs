@@ -5,7 +5,7 @@
 //! first 64 bytes of `config` (`pci_read_config`), so extended capabilities (from
 //! offset 0x100) are then not readable at all; that is reported, not guessed.
 
-use super::ParseError;
+use super::error::ParseError;
 use serde::{Deserialize, Serialize};
 
 /// Extended capability id of ACS (PCIe base spec, "ACS Extended Capability").

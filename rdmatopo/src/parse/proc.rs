@@ -1,4 +1,4 @@
-use super::ParseError;
+use super::error::ParseError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

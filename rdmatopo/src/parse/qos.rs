@@ -12,7 +12,7 @@
 //!   (`config_show`);
 //! * upstream `drivers/infiniband/core/cma_configfs.c`: `default_roce_tos` (`"%u\n"`).
 
-use super::ParseError;
+use super::error::ParseError;
 use serde::{Deserialize, Serialize};
 
 /// Number of IEEE 802.1p priorities (and of mlx5 port buffers).
