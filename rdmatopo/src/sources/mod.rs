@@ -3,7 +3,10 @@
 //! the JSON a snapshot stored beside the tree (`rdmatopo/nvml.json`,
 //! `rdmatopo/verbs.json`), so a capture replays offline with the same facts.
 
-use crate::model::{NvmlSnapshot, Topology, VerbsSnapshot};
+mod facts;
+
+pub use facts::{FactSource, Facts, SourceError};
+
 use crate::sysfs::Sysfs;
 
 #[cfg(feature = "kubelet")]
@@ -23,55 +26,6 @@ pub const NVIDIA_DRIVER: &str = "nvidia";
 /// `unbind`, `new_id`, `remove_id` and `uevent` files (drivers/base/bus.c,
 /// drivers/pci/pci-driver.c) and its `module` link.
 pub const NVIDIA_DRIVER_DIR: &str = "/sys/bus/pci/drivers/nvidia";
-
-/// Why a source gave nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SourceError {
-    /// The library, driver, device or snapshot is not there: expected, not a fault.
-    #[error("{0}")]
-    Unavailable(String),
-    /// It was there but failed.
-    #[error("{source_name}: {message}")]
-    Failed {
-        source_name: &'static str,
-        message: String,
-    },
-}
-
-/// Facts from one source.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Facts {
-    Nvml(NvmlSnapshot),
-    Verbs(VerbsSnapshot),
-}
-
-impl Facts {
-    /// Put the facts into the model.
-    pub fn apply(self, topo: &mut Topology) {
-        match self {
-            Facts::Nvml(s) => topo.nvml = Some(s),
-            Facts::Verbs(s) => topo.verbs = Some(s),
-        }
-    }
-}
-
-/// A provider of NVML or verbs facts.
-pub trait FactSource: Send + Sync {
-    /// Gather the facts. `fs` is the root being read (snapshot sources read from it).
-    ///
-    /// # Errors
-    /// [`SourceError::Unavailable`] when there is nothing to read.
-    fn collect(&self, fs: &Sysfs) -> Result<Facts, SourceError>;
-
-    /// Whether collecting waits on something outside this process (a driver library's
-    /// initialisation): discovery then collects on a thread of its own while it reads
-    /// sysfs. Snapshots are quicker read in line than a thread is started.
-    fn blocks(&self) -> bool {
-        false
-    }
-}
 
 /// Replays `rdmatopo/nvml.json` from the root.
 #[derive(Debug, Clone, Copy, Default)]

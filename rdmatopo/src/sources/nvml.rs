@@ -2,7 +2,7 @@
 //! builds anywhere; without the driver, without a GPU, or without permission it reports
 //! [`SourceError::Unavailable`] and discovery goes on with sysfs alone.
 
-use super::{FactSource, Facts, SourceError};
+use super::facts::{FactSource, Facts, SourceError};
 use crate::model::{MigMode, NvLink, NvLinkRemote, NvmlGpu, NvmlPcie, NvmlSnapshot, TopologyLevel};
 use crate::parse::{CpuSet, PciAddr};
 use crate::sysfs::Sysfs;

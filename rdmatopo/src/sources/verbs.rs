@@ -3,7 +3,7 @@
 //! types. No RDMA subsystem, no device, or no permission to open one is
 //! [`SourceError::Unavailable`].
 
-use super::{FactSource, Facts, SourceError};
+use super::facts::{FactSource, Facts, SourceError};
 use crate::model::{Gid, VerbsDevice, VerbsPort, VerbsSnapshot};
 use crate::parse::natural_cmp;
 use crate::parse::{GidType, format_gid, gid_ipv4, gid_is_zero};
