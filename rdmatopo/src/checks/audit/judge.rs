@@ -3,7 +3,7 @@
 //! show.
 
 use super::ids::{IdMap, Mapped};
-use super::{
+use super::report::{
     AuditContainer, AuditCpus, AuditGpu, AuditNic, AuditOptions, DOCTOR_CHECKS, OtherResource,
 };
 use crate::checks::doctor::{Finding, judge_only};
