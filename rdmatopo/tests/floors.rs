@@ -5,7 +5,8 @@
 //!
 //! Rules: every top-level module is on a floor; no module imports a floor above its
 //! own; no import cycle between top-level modules, nor between the children of one,
-//! nor between the modules of a face's crate; `std::fs` only in `sysfs`, `snapshot`
+//! nor between the modules of a face's crate; no module takes an item of its parent
+//! (which names its children); `std::fs` only in `sysfs`, `snapshot`
 //! and the CLI (which reads and writes the files its user names); no filesystem,
 //! environment, process or clock in `view`, `checks` or `export`; and no face (the
 //! CLI, `rdmatopo-py`, `rdmatopo-c`) answers what the facade (`view::devices`)
@@ -407,6 +408,7 @@ fn violations(files: &BTreeMap<String, String>, faces: &[(String, String)]) -> V
         if top == "cli" {
             out.extend(redone_facade(&src.file, &code));
         }
+        out.extend(from_parent(src, &srcs));
     }
     for c in cycles(&top_graph) {
         out.push(format!("import cycle between {}", c.join(" <-> ")));
@@ -418,6 +420,52 @@ fn violations(files: &BTreeMap<String, String>, faces: &[(String, String)]) -> V
         out.extend(redone_facade(file, &strip_comments(&without_tests(text))));
     }
     out
+}
+
+/// Items `src` takes from its parent module, in code (a doc link may point anywhere),
+/// where the parent names `src` (re-exports or calls it): the two would import each
+/// other. What children share lives in a child of its own (`view::error`,
+/// `cli::output`); a child that only adds methods to its parent's type (`model::numa`)
+/// is named by no one. The crate root's re-exports are the top-level rules' concern.
+fn from_parent(src: &Source, srcs: &[Source]) -> Vec<String> {
+    if src.module.len() < 2 {
+        return Vec::new();
+    }
+    let parent = &src.module[..src.module.len() - 1];
+    let own = &src.module[src.module.len() - 1];
+    let named = Regex::new(&format!(r"(?:^|[^\w:]){own}::")).expect("regex");
+    let parent_names_it = srcs
+        .iter()
+        .find(|s| s.module == parent)
+        .is_some_and(|p| named.is_match(&strip_comments(&p.text)));
+    if !parent_names_it {
+        return Vec::new();
+    }
+    let is_child = |name: &str| {
+        srcs.iter().any(|s| {
+            s.module.len() > parent.len()
+                && s.module[..parent.len()] == *parent
+                && s.module[parent.len()] == name
+        })
+    };
+    let code = Source {
+        file: src.file.clone(),
+        module: src.module.clone(),
+        text: strip_comments(&src.text),
+    };
+    paths(&code)
+        .into_iter()
+        .filter(|p| p.len() > parent.len() && p[..parent.len()] == *parent)
+        .filter(|p| !is_child(&p[parent.len()]))
+        .map(|p| {
+            format!(
+                "{}: takes `{}` from its parent module `{}`, which names it",
+                src.file,
+                p.join("::"),
+                parent.join("::")
+            )
+        })
+        .collect()
 }
 
 /// Import cycles between the modules of one face's own crate (`files`, paths relative
@@ -610,6 +658,42 @@ fn an_import_cycle_fails() {
             .any(|m| m.contains("import cycle between discover <-> sources")),
         "{v:?}"
     );
+}
+
+#[test]
+fn a_child_taking_from_its_parent_fails() {
+    let v = found(&[
+        (
+            "view/mod.rs",
+            "mod error;\nmod plan;\npub use error::ViewError;\npub use plan::Plan;\npub fn list_short() {}\n",
+        ),
+        ("view/error.rs", "pub enum ViewError {}\n"),
+        (
+            "view/plan.rs",
+            "use super::ViewError;\nuse crate::view::list_short;\n",
+        ),
+    ]);
+    let parent: Vec<_> = v
+        .iter()
+        .filter(|m| m.contains("from its parent module `view`"))
+        .collect();
+    assert_eq!(parent.len(), 2, "{v:?}");
+    // From a sibling, in a doc link, or in a child its parent does not name (one that
+    // adds methods to the parent's type), it is fine.
+    let v = found(&[
+        (
+            "view/mod.rs",
+            "mod error;\nmod plan;\npub use error::ViewError;\n",
+        ),
+        ("view/error.rs", "pub enum ViewError {}\n"),
+        (
+            "view/plan.rs",
+            "use super::error::ViewError;\n/// As [`super::ViewError`] says.\nfn f() {}\n",
+        ),
+        ("model/mod.rs", "mod numa;\npub struct Topology;\n"),
+        ("model/numa.rs", "use super::Topology;\nimpl Topology {}\n"),
+    ]);
+    assert!(v.is_empty(), "{v:?}");
 }
 
 #[test]
