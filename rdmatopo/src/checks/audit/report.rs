@@ -143,11 +143,7 @@ impl AuditReport {
 
     /// As `doctor`: 0 clean (infos at most), 1 warnings, 2 errors.
     pub fn exit_code(&self) -> i32 {
-        match self.worst() {
-            Some(Severity::Error) => 2,
-            Some(Severity::Warning) => 1,
-            _ => 0,
-        }
+        crate::checks::doctor::exit_code(self.worst())
     }
 
     /// Every container judged, with its pod.

@@ -27,6 +27,7 @@ mod words;
 
 pub use network::roce_mtu;
 pub(crate) use network::{active_mtu, uplink};
+pub(crate) use report::exit_code;
 pub use report::{CheckResult, Evidence, Finding, Judged, Outcome, Report, SCHEMA};
 
 use crate::model::Topology;

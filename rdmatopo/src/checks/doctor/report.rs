@@ -129,11 +129,7 @@ impl Report {
     /// 0 clean (infos at most), 1 warnings, 2 errors: usable as a Kubernetes init
     /// container or preflight.
     pub fn exit_code(&self) -> i32 {
-        match self.worst() {
-            Some(Severity::Error) => 2,
-            Some(Severity::Warning) => 1,
-            _ => 0,
-        }
+        exit_code(self.worst())
     }
 
     /// Number of findings of `severity` (skipped checks excluded).
@@ -228,5 +224,15 @@ impl Sink {
             None if self.not_applicable => Outcome::NotApplicable,
             None => Outcome::Ok,
         }
+    }
+}
+
+/// The exit code of a run whose worst finding is `worst` (skipped ones left out): 0
+/// clean (infos at most), 1 warnings, 2 errors. `doctor`'s and `k8s audit`'s.
+pub(crate) fn exit_code(worst: Option<Severity>) -> i32 {
+    match worst {
+        Some(Severity::Error) => 2,
+        Some(Severity::Warning) => 1,
+        _ => 0,
     }
 }
