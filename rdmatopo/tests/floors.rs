@@ -5,12 +5,12 @@
 //!
 //! Rules: every top-level module is on a floor; no module imports a floor above its
 //! own; no import cycle between top-level modules, nor between the children of one,
-//! nor between the modules of a face's crate; no module takes an item of its parent
-//! (which names its children); `std::fs` only in `sysfs`, `snapshot`
-//! and the CLI (which reads and writes the files its user names); no filesystem,
-//! environment, process or clock in `view`, `checks` or `export`; and no face (the
-//! CLI, `rdmatopo-py`, `rdmatopo-c`) answers what the facade (`view::devices`)
-//! answers. Each rule is shown to fail on a small synthetic tree below.
+//! nor between the modules of a face's crate; no module takes an item of a parent that
+//! names it; `std::fs` only in `sysfs`, `snapshot` and the CLI (which reads and writes
+//! the files its user names); no filesystem, environment, process or clock in `view`,
+//! `checks` or `export`; and no face (the CLI, `rdmatopo-py`, `rdmatopo-c`) answers
+//! what the facade (`view::devices`) answers. Each rule is shown to fail on a small
+//! synthetic tree below.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -408,7 +408,7 @@ fn violations(files: &BTreeMap<String, String>, faces: &[(String, String)]) -> V
         if top == "cli" {
             out.extend(redone_facade(&src.file, &code));
         }
-        out.extend(from_parent(src, &srcs));
+        out.extend(from_parent(src, &code, &srcs));
     }
     for c in cycles(&top_graph) {
         out.push(format!("import cycle between {}", c.join(" <-> ")));
@@ -422,12 +422,12 @@ fn violations(files: &BTreeMap<String, String>, faces: &[(String, String)]) -> V
     out
 }
 
-/// Items `src` takes from its parent module, in code (a doc link may point anywhere),
-/// where the parent names `src` (re-exports or calls it): the two would import each
-/// other. What children share lives in a child of its own (`view::error`,
+/// Items `src` takes from its parent module, in its `code` (a doc link may point
+/// anywhere), where the parent names `src` (re-exports or calls it): the two would
+/// import each other. What children share lives in a child of its own (`view::error`,
 /// `cli::output`); a child that only adds methods to its parent's type (`model::numa`)
 /// is named by no one. The crate root's re-exports are the top-level rules' concern.
-fn from_parent(src: &Source, srcs: &[Source]) -> Vec<String> {
+fn from_parent(src: &Source, code: &str, srcs: &[Source]) -> Vec<String> {
     if src.module.len() < 2 {
         return Vec::new();
     }
@@ -451,7 +451,7 @@ fn from_parent(src: &Source, srcs: &[Source]) -> Vec<String> {
     let code = Source {
         file: src.file.clone(),
         module: src.module.clone(),
-        text: strip_comments(&src.text),
+        text: code.to_string(),
     };
     paths(&code)
         .into_iter()
