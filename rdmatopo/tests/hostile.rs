@@ -641,6 +641,40 @@ fn the_cli_refuses_roots_that_are_not_trees() {
 }
 
 #[test]
+fn the_root_may_come_before_the_command() {
+    let t = DiskTree::new();
+    let root = t.root();
+    let root = root.to_str().unwrap();
+    for command in [&["topo"][..], &["k8s", "nfd"]] {
+        let after = cli(&[command, &["--root", root]].concat());
+        let before = cli(&[&["--root", root], command].concat());
+        assert_eq!(after.0, 0, "{command:?}: {}", after.2);
+        assert_eq!((before.0, &before.1), (after.0, &after.1), "{command:?}");
+    }
+    // Given before the command, the root replaces RDMATOPO_ROOT as the command's own does.
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .args(["--root", root, "topo"])
+        .env("RDMATOPO_ROOT", t.dir.path().join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        cli(&["topo", "--root", root]).1
+    );
+    // Twice, or before a command that reads no machine: a usage error saying so.
+    let (code, out, err, _) = cli(&["--root", root, "topo", "--root", root]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("give it once"), "{err}");
+    let (code, out, err, _) = cli(&["--root", root, "completions", "bash"]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(
+        err.contains("`rdmatopo completions` reads no machine"),
+        "{err}"
+    );
+}
+
+#[test]
 fn every_hostile_file_at_once_through_the_cli() {
     let t = DiskTree::new();
     t.link("/sys/class/infiniband/mlx5_1", "mlx5_1");

@@ -182,6 +182,19 @@ pub struct PodArgs {
     pub pool_by: PoolByArg,
 }
 
+impl K8sCommand {
+    /// The root every `k8s` command reads.
+    pub fn root_args_mut(&mut self) -> &mut RootArgs {
+        match self {
+            K8sCommand::RdmaSharedDevPlugin(a) => &mut a.root,
+            K8sCommand::SriovDevicePlugin(a) => &mut a.root,
+            K8sCommand::Nfd(a) => &mut a.root,
+            K8sCommand::Pod(a) => &mut a.root,
+            K8sCommand::Audit(a) => &mut a.root,
+        }
+    }
+}
+
 pub fn run(args: &K8sArgs) -> Result<Output, String> {
     match &args.command {
         K8sCommand::RdmaSharedDevPlugin(a) => shared(a),

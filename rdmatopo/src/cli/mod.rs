@@ -20,8 +20,10 @@ mod qos;
 mod snapshot;
 mod topo;
 
+use args::RootArgs;
 use clap::{CommandFactory, Parser, Subcommand};
 use std::io::Write;
+use std::path::PathBuf;
 
 /// Exit code when a command could not run (bad root, unreadable input).
 pub const EXIT_FAILURE: i32 = 3;
@@ -44,6 +46,10 @@ const LONG_VERSION: &str = concat!(
     about = "GPU / RDMA NIC / PCIe / NUMA topology from sysfs: nvidia-smi-exact affinity, NCCL settings, container diagnostics"
 )]
 struct Cli {
+    /// Root holding sys/, proc/ and dev/ for the command that follows (the same as its
+    /// own --root, which may also follow it).
+    #[arg(long = "root", id = "root_before_command", value_name = "DIR")]
+    root: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -90,6 +96,50 @@ enum Command {
     Man(generate::ManArgs),
 }
 
+impl Cli {
+    /// `rdmatopo --root DIR topo` reads as `rdmatopo topo --root DIR` (hwloc's tools and
+    /// kubectl take their global options before the command too). The root given before
+    /// the command replaces `RDMATOPO_ROOT`, as the command's own `--root` does.
+    fn hand_root_to_command(&mut self) -> Result<(), String> {
+        let Some(dir) = self.root.take() else {
+            return Ok(());
+        };
+        let own = self
+            .command
+            .root_args_mut()
+            .map_err(|name| format!("`rdmatopo {name}` reads no machine, so it takes no --root"))?;
+        let from_env = std::env::var_os("RDMATOPO_ROOT").map(PathBuf::from);
+        if own.root.is_some() && own.root != from_env {
+            return Err("--root is given both before and after the command: give it once".into());
+        }
+        own.root = Some(dir);
+        Ok(())
+    }
+}
+
+impl Command {
+    /// The root the command reads, or the name of a command that reads no machine.
+    fn root_args_mut(&mut self) -> Result<&mut RootArgs, &'static str> {
+        match self {
+            Command::Topo(a) => Ok(&mut a.root),
+            Command::Inventory(a) => Ok(&mut a.root),
+            Command::Doctor(a) => Ok(&mut a.root),
+            Command::Snapshot(a) => Ok(&mut a.root),
+            Command::NcclEnv(a) => Ok(&mut a.root),
+            Command::Exec(a) => Ok(&mut a.root),
+            Command::Gids(a) => Ok(&mut a.root),
+            Command::Netdevs(a) => Ok(&mut a.root),
+            Command::Qos(a) => Ok(&mut a.root),
+            Command::NcclTopo(a) => Ok(&mut a.root),
+            Command::K8s(a) => Ok(a.command.root_args_mut()),
+            Command::Diff(_) => Err("diff"),
+            Command::Cluster(_) => Err("cluster"),
+            Command::Completions(_) => Err("completions"),
+            Command::Man(_) => Err("man"),
+        }
+    }
+}
+
 pub fn run() -> i32 {
     std::panic::set_hook(Box::new(|info| {
         let msg = info
@@ -100,7 +150,11 @@ pub fn run() -> i32 {
             .unwrap_or_else(|| "unknown".into());
         eprintln!("rdmatopo: internal error: {msg} (this is a bug; please report it)");
     }));
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Err(msg) = cli.hand_root_to_command() {
+        eprintln!("rdmatopo: {msg}");
+        return 2;
+    }
     let result = std::panic::catch_unwind(|| match cli.command {
         Command::Topo(a) => topo::run(&a),
         Command::Inventory(a) => inventory::run(&a),
