@@ -675,6 +675,19 @@ fn the_root_may_come_before_the_command() {
 }
 
 #[test]
+fn topo_takes_the_dash_m_of_nvidia_smi_topo() {
+    let t = DiskTree::new();
+    let root = t.root();
+    let root = root.to_str().unwrap();
+    let plain = cli(&["topo", "--root", root]);
+    assert_eq!(plain.0, 0, "{}", plain.2);
+    for m in ["-m", "--matrix"] {
+        let with = cli(&["topo", m, "--root", root]);
+        assert_eq!((with.0, &with.1), (plain.0, &plain.1), "topo {m}");
+    }
+}
+
+#[test]
 fn every_hostile_file_at_once_through_the_cli() {
     let t = DiskTree::new();
     t.link("/sys/class/infiniband/mlx5_1", "mlx5_1");

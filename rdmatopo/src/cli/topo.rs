@@ -19,6 +19,9 @@ pub struct TopoArgs {
     /// Every GPU and RDMA device visible, even inside a container.
     #[arg(long)]
     pub all: bool,
+    /// The matrix, which is all `topo` prints: taken, as `nvidia-smi topo -m` takes it.
+    #[arg(short = 'm', long = "matrix")]
+    pub matrix: bool,
 }
 
 pub fn run(args: &TopoArgs) -> Result<Output, String> {
