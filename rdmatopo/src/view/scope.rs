@@ -329,11 +329,19 @@ impl<'a> Scope<'a> {
     }
 
     /// Every RDMA-capable NIC function on the machine, assigned or not: the functions
-    /// behind RDMA devices with an ACTIVE port, and NVIDIA/Mellanox network functions
-    /// (visible on the PCI bus even when their RDMA device is in another namespace).
-    /// Only the [`Judging::candidate_nics`] when they are given.
+    /// behind RDMA devices with an ACTIVE port of the compute fabric, and NVIDIA/Mellanox
+    /// network functions (visible on the PCI bus even when their RDMA device is in
+    /// another namespace). Only the [`Judging::candidate_nics`] when they are given.
     pub fn machine_nics(&self) -> Vec<&'a PciFunction> {
         let candidates = self.candidate_nics.as_ref();
+        // The link layers of the rails: a port of another fabric (a front-end RoCE NIC
+        // beside InfiniBand rails) or of a link layer not known cannot carry what the
+        // rails carry, and `nccl-env` never selects it.
+        let fabric: Vec<Option<LinkLayer>> =
+            self.rails().iter().map(|(_, p)| p.link_layer).collect();
+        let of_fabric = |p: &Port| {
+            fabric.is_empty() || (p.link_layer.is_some() && fabric.contains(&p.link_layer))
+        };
         self.topo
             .pci
             .iter()
@@ -348,10 +356,12 @@ impl<'a> Scope<'a> {
                 if devs.is_empty() {
                     return f.vendor == 0x15b3 && matches!(f.class_code(), 0x0200 | 0x0207);
                 }
-                // A NIC whose every port is known to be down is no alternative; an
-                // outline's ports (a narrowed view's NIC beside a GPU) are not known.
-                devs.iter()
-                    .any(|d| d.ports.is_empty() || d.ports.iter().any(Port::is_active))
+                // A NIC whose every port is known to be down or off the fabric is no
+                // alternative; an outline's ports (a narrowed view's NIC beside a GPU)
+                // are not known.
+                devs.iter().any(|d| {
+                    d.ports.is_empty() || d.ports.iter().any(|p| p.is_active() && of_fabric(p))
+                })
             })
             .collect()
     }

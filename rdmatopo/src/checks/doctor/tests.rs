@@ -418,6 +418,33 @@ fn distance_nic_far_while_pix_exists() {
     assert_eq!(outcome(&ok, "gpu-nic-distance"), Outcome::Ok);
 }
 
+#[test]
+fn distance_offers_no_nic_that_nccl_env_would_not_select() {
+    // mlx5_0, PIX from GPU0, has an ACTIVE port whose link layer is not known: the plan
+    // leaves it out, so GPU0 takes mlx5_1 across the sockets, and the distance check
+    // must not send the user to mlx5_0 (`nccl-env` would never give it to them).
+    let link_layer = format!(
+        "{}/infiniband/mlx5_0/ports/1/link_layer",
+        path_of("0000:04:00.0")
+    );
+    let r = host().set(&link_layer, "Unknown\n").report();
+    let f = &findings(&r, "gpu-nic-distance")[0];
+    assert_eq!(
+        outcome(&r, "gpu-nic-distance"),
+        Outcome::Info,
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("no RDMA NIC"), "{}", f.summary);
+    // A NIC of the fabric PIX from the GPU is still offered.
+    let r = host()
+        .pod()
+        .remove("/dev/infiniband/uverbs0")
+        .set("/dev/infiniband/uverbs1", "")
+        .report();
+    assert_eq!(outcome(&r, "gpu-nic-distance"), Outcome::Error);
+}
+
 /// A VF of mlx5_0 (0000:04:00.2, mlx5_2) beside its PF.
 fn with_vf(m: Machine, port_state: &str) -> Machine {
     let mut m = m;
