@@ -1,6 +1,6 @@
 //! Check 7: multi-rail. Usable rails against GPUs, GPUs forced onto one rail, rails of
-//! different speed or link layer, rail ports not ACTIVE, and ports NCCL would open
-//! beside the compute rails when `NCCL_IB_HCA` is unset.
+//! different speed or link layer, rail ports not ACTIVE, an `NCCL_IB_HCA` that selects
+//! no ACTIVE port, and ports NCCL would open beside the compute rails when it is unset.
 
 use super::report::Sink;
 use super::words::{list, port_dir, port_name, short_list, state_text};
@@ -38,6 +38,7 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
     let gpus = scope.gpus.len();
     let nrails = rails.len();
     if nrails == 0 {
+        selects_nothing(scope, out);
         if out.findings.is_empty() {
             out.not_applicable("no rail in use");
         }
@@ -74,6 +75,49 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
             layers.into_iter().collect::<Vec<_>>().join("/")
         ));
     }
+}
+
+/// This process's `NCCL_IB_HCA` selects none of the ACTIVE ports here. NCCL's IB
+/// transport counts a port only when it is ACTIVE, InfiniBand or Ethernet, and selected
+/// (`src/transport/net_ib/init.cc`); with none it logs `NET/IB : No device found.` at
+/// INFO level, and `src/plugin/net.cc` moves on to the socket transport.
+fn selects_nothing(scope: &Scope, out: &mut Sink) {
+    let Some(value) = scope
+        .user_filter
+        .as_ref()
+        .and(scope.topo.process.env.get("NCCL_IB_HCA"))
+    else {
+        return;
+    };
+    let active: Vec<String> = scope
+        .hcas
+        .iter()
+        .flat_map(|d| {
+            d.ports
+                .iter()
+                .filter(|p| {
+                    p.is_active()
+                        && matches!(
+                            p.link_layer,
+                            Some(LinkLayer::InfiniBand | LinkLayer::Ethernet)
+                        )
+                })
+                .map(move |p| port_name(d, p.number))
+        })
+        .collect();
+    if active.is_empty() {
+        return;
+    }
+    out.push(
+        out.error(format!(
+            "NCCL_IB_HCA={value} selects none of the {} ACTIVE RDMA port(s) here ({}): NCCL finds no IB device and sends inter-node traffic over TCP sockets",
+            active.len(),
+            short_list(&active, 8)
+        ))
+        .with("/proc/self/environ", format!("NCCL_IB_HCA={value}"))
+        .why("NCCL's IB transport opens only the ACTIVE ports NCCL_IB_HCA selects (a name matches as a prefix unless the list starts with `=`; `^` excludes); with none it logs `NET/IB : No device found.` at INFO level and falls back to its socket transport without an error, at a fraction of the bandwidth")
+        .fix(format!("name the ports of this machine{}, or unset NCCL_IB_HCA", hca_hint(scope))),
+    );
 }
 
 /// Ports of the compute fabric that are not ACTIVE. VF ports are the `sriov` check's.

@@ -445,6 +445,35 @@ fn distance_offers_no_nic_that_nccl_env_would_not_select() {
     assert_eq!(outcome(&r, "gpu-nic-distance"), Outcome::Error);
 }
 
+#[test]
+fn an_nccl_ib_hca_that_selects_no_active_port_is_an_error() {
+    // A typo, or another machine's names: NCCL falls back to TCP sockets without a word.
+    for value in ["mlx5_9", "=mlx5", "^mlx5"] {
+        let r = host()
+            .set("/proc/self/environ", &format!("NCCL_IB_HCA={value}\0"))
+            .report();
+        assert_eq!(outcome(&r, "multi-rail"), Outcome::Error, "{value}");
+        let f = &findings(&r, "multi-rail")[0];
+        assert!(
+            f.summary
+                .contains("selects none of the 2 ACTIVE RDMA port(s) here (mlx5_0 and mlx5_1)"),
+            "{value}: {}",
+            f.summary
+        );
+        assert_eq!(r.exit_code(), 2);
+    }
+    // A prefix selects: no such finding.
+    let r = host()
+        .set("/proc/self/environ", "NCCL_IB_HCA=mlx5\0")
+        .report();
+    assert_ne!(
+        outcome(&r, "multi-rail"),
+        Outcome::Error,
+        "{}",
+        summaries(&r, "multi-rail")
+    );
+}
+
 /// A VF of mlx5_0 (0000:04:00.2, mlx5_2) beside its PF.
 fn with_vf(m: Machine, port_state: &str) -> Machine {
     let mut m = m;
