@@ -6,6 +6,7 @@ mod cpuset;
 mod error;
 mod ib;
 mod natural;
+mod nccl_env;
 mod nccl_hca;
 mod pci;
 mod pcicfg;
@@ -20,6 +21,7 @@ pub use ib::{
     parse_rate,
 };
 pub use natural::{ls_cmp, merge_natural, natural_cmp, sort_natural_by};
+pub use nccl_env::{NcclPathLevel, parse_nccl_int, parse_nccl_path_level};
 pub use nccl_hca::{HcaEntry, HcaFilter, MAX_HCA_ENTRIES, MAX_HCA_NAME, parse_nccl_ib_hca};
 pub use pci::{
     LinkSpeed, PciAddr, PciIds, parse_hex_u16, parse_hex_u32, parse_link_speed, parse_numa_node,

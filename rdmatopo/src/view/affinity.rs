@@ -8,7 +8,7 @@
 
 use super::error::ViewError;
 use crate::model::{NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
-use crate::parse::{CpuSet, PciAddr};
+use crate::parse::{CpuSet, NcclPathLevel, PciAddr};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -45,6 +45,20 @@ impl PathClass {
     /// GPUDirect RDMA is used at PXB or closer by NCCL's default `NCCL_NET_GDR_LEVEL`.
     pub fn allows_gdr(&self) -> bool {
         self.rank() <= Self::Pxb.rank()
+    }
+
+    /// The same path in NCCL's terms, as its level variables name it. NCCL has no
+    /// NODE: its topology joins every host bridge of a NUMA node at one CPU, so a path
+    /// between two of them is PHB there.
+    pub fn nccl_level(&self) -> NcclPathLevel {
+        match self {
+            Self::X => NcclPathLevel::Loc,
+            Self::Nv(_) => NcclPathLevel::Nvl,
+            Self::Pix => NcclPathLevel::Pix,
+            Self::Pxb => NcclPathLevel::Pxb,
+            Self::Phb | Self::Node => NcclPathLevel::Phb,
+            Self::Sys => NcclPathLevel::Sys,
+        }
     }
 }
 

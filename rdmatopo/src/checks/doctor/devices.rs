@@ -2,9 +2,9 @@
 //! functions (3), GPUDirect RDMA prerequisites and the RDMA character devices (8).
 
 use super::report::Sink;
-use super::words::{pci_dir, port_dir, port_name, short_list, state_text};
+use super::words::{list, pci_dir, port_dir, port_name, short_list, state_text};
 use crate::model::RdmaDevice;
-use crate::parse::merge_natural;
+use crate::parse::{merge_natural, parse_nccl_path_level};
 use crate::view::scope::Scope;
 
 /// `NCCL_IB_QPS_PER_CONNECTION` from this process's environment (NCCL's default 1).
@@ -236,9 +236,12 @@ pub(super) fn gpudirect(scope: &Scope, out: &mut Sink) {
         out.not_applicable("needs a GPU and a usable RDMA device");
         return;
     }
+    gdr_level(scope, out);
     let host = &scope.topo.host;
     if let Some(marker) = host.peermem.first() {
-        out.note(format!("peer memory module loaded ({marker})"));
+        if out.findings.is_empty() {
+            out.note(format!("peer memory module loaded ({marker})"));
+        }
         return;
     }
     let mut f = out.warning(
@@ -271,6 +274,59 @@ pub(super) fn gpudirect(scope: &Scope, out: &mut Sink) {
     out.push(f
         .why("without GPUDirect RDMA the NIC cannot read or write GPU memory: NCCL stages every message through host memory (\"GPU Direct RDMA Disabled\" in NCCL_DEBUG=INFO), which costs bandwidth and CPU; missing peer memory cut bandwidth ~10x in NVIDIA/nccl#1676")
         .fix("on the host: `modprobe nvidia_peermem` (GPU Operator: driver.rdma.enabled=true), or use DMA-BUF: NVIDIA open kernel modules R515+, kernel >= 5.12, CUDA >= 11.7, NCCL >= 2.13 (GPU Operator: driver.useOpenKernelModules=true)"));
+}
+
+/// This process's `NCCL_NET_GDR_LEVEL`, as `ncclTopoCheckGdr` applies it (nccl
+/// `src/graph/paths.cc`): GPUDirect RDMA between a GPU and a NIC only while their path
+/// is within the level (default PXB).
+fn gdr_level(scope: &Scope, out: &mut Sink) {
+    if !scope.own_environment {
+        return;
+    }
+    let Some(value) = scope.topo.process.env.get("NCCL_NET_GDR_LEVEL") else {
+        return;
+    };
+    let evidence = format!("NCCL_NET_GDR_LEVEL={value}");
+    let level = match parse_nccl_path_level(value) {
+        Ok(level) => level,
+        Err(_) => {
+            out.push(
+                out.warning(format!(
+                    "NCCL_NET_GDR_LEVEL={value} is not a level NCCL knows: NCCL ignores it and keeps its default (PXB)"
+                ))
+                .with("/proc/self/environ", evidence)
+                .why("NCCL reads LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB or SYS (upper case), or an old-style number from 0; anything else leaves GPUDirect RDMA as it was, without a warning")
+                .fix("PHB for GPU-NIC paths through the CPU within a NUMA node (nvidia-smi's PHB and NODE), SYS across sockets; or unset it"),
+            );
+            return;
+        }
+    };
+    let off: Vec<String> = scope
+        .gpu_nics
+        .iter()
+        .filter(|gn| gn.class.allows_gdr() && gn.class.nccl_level() > level)
+        .map(|gn| {
+            let nics: Vec<String> = gn.nics.iter().map(|d| d.name.clone()).collect();
+            format!(
+                "{} at {} from {}",
+                scope.gpu_label(gn.gpu),
+                gn.class,
+                list(&nics)
+            )
+        })
+        .collect();
+    if off.is_empty() {
+        return;
+    }
+    out.push(
+        out.warning(format!(
+            "NCCL_NET_GDR_LEVEL={value} turns GPUDirect RDMA off for {}",
+            list(&off)
+        ))
+        .with("/proc/self/environ", evidence)
+        .why("NCCL lets the NIC read and write GPU memory only while their path is within NCCL_NET_GDR_LEVEL (PXB by default); beyond it every message is staged through host memory, which costs bandwidth and CPU (\"GPU Direct RDMA Disabled\" in NCCL_DEBUG=INFO)")
+        .fix("unset NCCL_NET_GDR_LEVEL; if it was set to 0 to get past ACS redirect, disable ACS redirect instead (see acs-redirect)"),
+    );
 }
 
 pub(super) fn char_devices(scope: &Scope, out: &mut Sink) {

@@ -125,7 +125,13 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
             ))
             .why("NCCL enables GPUDirect RDMA only up to PXB; beyond that, data is staged through host memory. This is the machine's layout, not a fault of this configuration")
             .fix(format!(
-                "nothing to change on bare metal; if the CPU root complex forwards peer-to-peer well, NCCL_NET_GDR_LEVEL={worst} forces GPUDirect RDMA (measure with nccl-tests before keeping it). In a VM whose PCIe tree hides the host's layout (every device in its own PCI domain), give NCCL the real one with NCCL_TOPO_FILE (the cloud's file, or `rdmatopo nccl-topo` run on the host)"
+                "nothing to change on bare metal; if the CPU root complex forwards peer-to-peer well, NCCL_NET_GDR_LEVEL={}{} forces GPUDirect RDMA (measure with nccl-tests before keeping it). In a VM whose PCIe tree hides the host's layout (every device in its own PCI domain), give NCCL the real one with NCCL_TOPO_FILE (the cloud's file, or `rdmatopo nccl-topo` run on the host)",
+                worst.nccl_level().name(),
+                if worst == PathClass::Node {
+                    " (NCCL's name for NODE)"
+                } else {
+                    ""
+                }
             )),
         );
     }

@@ -5,7 +5,7 @@
 use super::report::Sink;
 use super::words::{list, port_dir, port_name, short_list, state_text};
 use crate::model::{Port, RdmaDevice, Severity};
-use crate::parse::LinkLayer;
+use crate::parse::{LinkLayer, parse_nccl_int};
 use crate::view::affinity::{PathClass, path_class};
 use crate::view::scope::Scope;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +31,9 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
     }
     if scope.hcas.is_empty() {
         out.not_applicable("no RDMA device assigned to this container");
+        return;
+    }
+    if ib_transport_off(scope, out) {
         return;
     }
     let rails = scope.rails();
@@ -77,19 +80,9 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
     }
 }
 
-/// This process's `NCCL_IB_HCA` selects none of the ACTIVE ports here. NCCL's IB
-/// transport counts a port only when it is ACTIVE, InfiniBand or Ethernet, and selected
-/// (`src/transport/net_ib/init.cc`); with none it logs `NET/IB : No device found.` at
-/// INFO level, and `src/plugin/net.cc` moves on to the socket transport.
-fn selects_nothing(scope: &Scope, out: &mut Sink) {
-    let Some(value) = scope
-        .user_filter
-        .as_ref()
-        .and(scope.topo.process.env.get("NCCL_IB_HCA"))
-    else {
-        return;
-    };
-    let active: Vec<String> = scope
+/// The ports here NCCL's IB transport could open: ACTIVE, InfiniBand or Ethernet.
+fn ib_ports(scope: &Scope) -> Vec<String> {
+    scope
         .hcas
         .iter()
         .flat_map(|d| {
@@ -104,7 +97,59 @@ fn selects_nothing(scope: &Scope, out: &mut Sink) {
                 })
                 .map(move |p| port_name(d, p.number))
         })
-        .collect();
+        .collect()
+}
+
+/// This process turns NCCL's IB transport off while it has ports to open:
+/// `NCCL_IB_DISABLE` other than 0 (`ncclIbInit` returns at once, nccl
+/// `src/transport/net_ib/init.cc`) or `NCCL_NET=Socket` (the transport of that name,
+/// compared case-blind, `src/plugin/net.cc`). Whether it said so.
+fn ib_transport_off(scope: &Scope, out: &mut Sink) -> bool {
+    if !scope.own_environment {
+        return false;
+    }
+    let env = &scope.topo.process.env;
+    let disabled = env
+        .get("NCCL_IB_DISABLE")
+        .filter(|v| parse_nccl_int(v).is_ok_and(|n| n != 0))
+        .map(|v| ("NCCL_IB_DISABLE", v));
+    let socket = env
+        .get("NCCL_NET")
+        .filter(|v| v.eq_ignore_ascii_case("socket"))
+        .map(|v| ("NCCL_NET", v));
+    let Some((var, value)) = disabled.or(socket) else {
+        return false;
+    };
+    let ports = ib_ports(scope);
+    if ports.is_empty() {
+        return false;
+    }
+    out.push(
+        out.error(format!(
+            "{var}={value}: NCCL leaves the {} ACTIVE RDMA port(s) here ({}) unused and sends inter-node traffic over TCP sockets",
+            ports.len(),
+            short_list(&ports, 8)
+        ))
+        .with("/proc/self/environ", format!("{var}={value}"))
+        .why("NCCL then uses its socket transport without an error or a warning (only NCCL_DEBUG=INFO shows `NET/Socket`): TCP through the kernel at a fraction of the RDMA bandwidth, with the CPU copying every byte")
+        .fix(format!("unset {var} where the job is launched (pod spec, launcher script){}", hca_hint(scope))),
+    );
+    true
+}
+
+/// This process's `NCCL_IB_HCA` selects none of the ACTIVE ports here. NCCL's IB
+/// transport counts a port only when it is ACTIVE, InfiniBand or Ethernet, and selected
+/// (`src/transport/net_ib/init.cc`); with none it logs `NET/IB : No device found.` at
+/// INFO level, and `src/plugin/net.cc` moves on to the socket transport.
+fn selects_nothing(scope: &Scope, out: &mut Sink) {
+    let Some(value) = scope
+        .user_filter
+        .as_ref()
+        .and(scope.topo.process.env.get("NCCL_IB_HCA"))
+    else {
+        return;
+    };
+    let active = ib_ports(scope);
     if active.is_empty() {
         return;
     }

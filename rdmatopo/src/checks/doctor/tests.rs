@@ -474,6 +474,68 @@ fn an_nccl_ib_hca_that_selects_no_active_port_is_an_error() {
     );
 }
 
+#[test]
+fn nccl_variables_that_turn_the_ib_transport_off_are_errors() {
+    for (value, error) in [
+        ("NCCL_IB_DISABLE=1", true),
+        ("NCCL_IB_DISABLE=0x1", true),
+        ("NCCL_NET=Socket", true),
+        ("NCCL_NET=socket", true),
+        ("NCCL_IB_DISABLE=0", false),
+        // Not an integer to NCCL: it keeps the default.
+        ("NCCL_IB_DISABLE=yes", false),
+        ("NCCL_NET=IB", false),
+    ] {
+        let r = host()
+            .set("/proc/self/environ", &format!("{value}\0"))
+            .report();
+        let f = findings(&r, "multi-rail");
+        assert_eq!(
+            f.iter().any(|f| f.severity == Severity::Error
+                && f.summary
+                    .starts_with(&format!("{value}: NCCL leaves the 2 ACTIVE"))),
+            error,
+            "{value}: {}",
+            summaries(&r, "multi-rail")
+        );
+    }
+}
+
+#[test]
+fn nccl_net_gdr_level_below_the_path_or_unknown_to_nccl_is_a_warning() {
+    let level = |value: &str| {
+        host()
+            .set(
+                "/proc/self/environ",
+                &format!("NCCL_NET_GDR_LEVEL={value}\0"),
+            )
+            .report()
+    };
+    // Both GPUs are PIX from their NICs: LOC (or old-style 0) turns GPUDirect RDMA off.
+    for value in ["LOC", "0"] {
+        let r = level(value);
+        assert_eq!(outcome(&r, "gpudirect-rdma"), Outcome::Warning, "{value}");
+        let s = &findings(&r, "gpudirect-rdma")[0].summary;
+        assert!(s.contains("turns GPUDirect RDMA off for GPU0"), "{s}");
+        assert!(s.contains("at PIX from mlx5_0"), "{s}");
+    }
+    // nvidia-smi's NODE is no NCCL level: ignored by NCCL, which doctor says.
+    let r = level("NODE");
+    assert_eq!(outcome(&r, "gpudirect-rdma"), Outcome::Warning);
+    assert!(
+        findings(&r, "gpudirect-rdma")[0]
+            .summary
+            .contains("not a level NCCL knows")
+    );
+    for value in ["PIX", "PHB", "SYS"] {
+        assert_eq!(
+            outcome(&level(value), "gpudirect-rdma"),
+            Outcome::Ok,
+            "{value}"
+        );
+    }
+}
+
 /// A VF of mlx5_0 (0000:04:00.2, mlx5_2) beside its PF.
 fn with_vf(m: Machine, port_state: &str) -> Machine {
     let mut m = m;
