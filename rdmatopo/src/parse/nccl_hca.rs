@@ -39,14 +39,28 @@ impl HcaFilter {
     /// Whether NCCL would use `port` of `device` under this filter. An empty list
     /// selects everything, so `^` alone excludes everything.
     pub fn selects(&self, device: &str, port: u32) -> bool {
+        self.picks(device, Some(port))
+    }
+
+    /// Whether NCCL would pick the network interface `name` under this list, read as
+    /// `NCCL_SOCKET_IFNAME` (the same grammar; `matchIfList` is given no port there, so
+    /// an entry's port does not count).
+    pub fn selects_interface(&self, name: &str) -> bool {
+        self.picks(name, None)
+    }
+
+    fn picks(&self, name: &str, port: Option<u32>) -> bool {
         let listed = self.entries.is_empty()
             || self.entries.iter().any(|e| {
                 let name_ok = if self.exact {
-                    device == e.name
+                    name == e.name
                 } else {
-                    device.starts_with(&e.name)
+                    name.starts_with(&e.name)
                 };
-                let port_ok = e.port.is_none_or(|p| i64::from(p) == i64::from(port));
+                let port_ok = match (e.port, port) {
+                    (Some(listed), Some(port)) => i64::from(listed) == i64::from(port),
+                    _ => true,
+                };
                 name_ok && port_ok
             });
         listed != self.exclude

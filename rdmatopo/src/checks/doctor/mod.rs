@@ -75,7 +75,7 @@ const CHECKS: &[(&str, &str, CheckFn)] = &[
     ),
     (
         "multi-rail",
-        "usable rails vs GPUs: count, speed, link layer, port state",
+        "usable rails vs GPUs: count, speed, link layer, port state; NCCL variables that leave them unused",
         rails::check,
     ),
     (

@@ -1,11 +1,13 @@
 //! Check 7: multi-rail. Usable rails against GPUs, GPUs forced onto one rail, rails of
-//! different speed or link layer, rail ports not ACTIVE, an `NCCL_IB_HCA` that selects
-//! no ACTIVE port, and ports NCCL would open beside the compute rails when it is unset.
+//! different speed or link layer, rail ports not ACTIVE, NCCL variables that leave every
+//! rail unused (`NCCL_IB_DISABLE`, `NCCL_NET=Socket`, an `NCCL_IB_HCA` that selects no
+//! ACTIVE port, an `NCCL_SOCKET_IFNAME` that names no interface), and ports NCCL would
+//! open beside the compute rails when `NCCL_IB_HCA` is unset.
 
 use super::report::Sink;
 use super::words::{list, port_dir, port_name, short_list, state_text};
 use crate::model::{Port, RdmaDevice, Severity};
-use crate::parse::{LinkLayer, parse_nccl_int};
+use crate::parse::{LinkLayer, parse_nccl_ib_hca, parse_nccl_int};
 use crate::view::affinity::{PathClass, path_class};
 use crate::view::scope::Scope;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +35,7 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
         out.not_applicable("no RDMA device assigned to this container");
         return;
     }
+    socket_interface(scope, out);
     if ib_transport_off(scope, out) {
         return;
     }
@@ -78,6 +81,44 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
             layers.into_iter().collect::<Vec<_>>().join("/")
         ));
     }
+}
+
+/// This process's `NCCL_SOCKET_IFNAME` names no network interface here. NCCL takes a
+/// value of two characters or more as the only interfaces it may use
+/// (`ncclFindInterfaces`, nccl `src/misc/socket.cc`): with none, bootstrap stops
+/// (`Bootstrap : no socket interface found`, `src/bootstrap.cc`) and the IB transport
+/// finds no IP interface either (`src/transport/net_ib/init.cc`). Only names are
+/// compared: an interface also needs an address there, which is not judged here.
+fn socket_interface(scope: &Scope, out: &mut Sink) {
+    if !scope.own_environment {
+        return;
+    }
+    let Some(value) = scope
+        .topo
+        .process
+        .env
+        .get("NCCL_SOCKET_IFNAME")
+        .filter(|v| v.len() > 1)
+    else {
+        return;
+    };
+    let Ok(filter) = parse_nccl_ib_hca(value) else {
+        return;
+    };
+    let names: Vec<String> = scope.topo.netdevs.iter().map(|n| n.name.clone()).collect();
+    if names.is_empty() || names.iter().any(|n| filter.selects_interface(n)) {
+        return;
+    }
+    out.push(
+        out.error(format!(
+            "NCCL_SOCKET_IFNAME={value} matches none of the network interfaces here ({}): NCCL stops at init with `Bootstrap : no socket interface found`",
+            short_list(&names, 8)
+        ))
+        .with("/proc/self/environ", format!("NCCL_SOCKET_IFNAME={value}"))
+        .with("/sys/class/net", names.join(" "))
+        .why("NCCL uses only the interfaces NCCL_SOCKET_IFNAME names (prefixes unless the list starts with `=`; `^` excludes) for its bootstrap and for the IP address its IB transport needs; a value copied from another machine (ib0, eno1) names nothing in a pod, whose interfaces are eth0 and those its network attachments add")
+        .fix("name an interface of this namespace (`rdmatopo nccl-env` gives the one that carries the default route), or unset it"),
+    );
 }
 
 /// The ports here NCCL's IB transport could open: ACTIVE, InfiniBand or Ethernet.

@@ -536,6 +536,33 @@ fn nccl_net_gdr_level_below_the_path_or_unknown_to_nccl_is_a_warning() {
     }
 }
 
+#[test]
+fn an_nccl_socket_ifname_that_names_no_interface_is_an_error() {
+    let with = |value: &str| {
+        host()
+            .set(
+                "/proc/self/environ",
+                &format!("NCCL_SOCKET_IFNAME={value}\0"),
+            )
+            .report()
+    };
+    let names = |r: &Report| {
+        findings(r, "multi-rail").iter().any(|f| {
+            f.severity == Severity::Error
+                && f.summary.contains("matches none of the network interfaces")
+        })
+    };
+    for value in ["ib0", "=ens", "^ens"] {
+        let r = with(value);
+        assert!(names(&r), "{value}: {}", summaries(&r, "multi-rail"));
+    }
+    // A prefix of one, an exact name, and one character (NCCL ignores it).
+    for value in ["ens", "=ens0", "^ib", "e"] {
+        let r = with(value);
+        assert!(!names(&r), "{value}: {}", summaries(&r, "multi-rail"));
+    }
+}
+
 /// A VF of mlx5_0 (0000:04:00.2, mlx5_2) beside its PF.
 fn with_vf(m: Machine, port_state: &str) -> Machine {
     let mut m = m;
