@@ -103,6 +103,37 @@ fn exec_sets_the_plan_and_keeps_what_the_user_set() {
 }
 
 #[test]
+fn exec_warns_of_nccl_variables_that_leave_the_rails_unused() {
+    let Some(root) = fixture("h100-dgx") else {
+        return;
+    };
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["--local-rank", "0"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "true"]);
+        let (_, err, code) = exec(&root, &args, env);
+        assert_eq!(code, 0, "{err}");
+        err
+    };
+    assert!(!run(&[], &[]).contains("warning:"));
+    // Another machine's NCCL_IB_HCA, kept: NCCL would find no device.
+    let err = run(&[], &[("NCCL_IB_HCA", "mlx5_99")]);
+    assert!(
+        err.contains("warning: NCCL_IB_HCA=mlx5_99 selects none of the 10 ACTIVE RDMA port(s)"),
+        "{err}"
+    );
+    // --override puts the plan's in its place: nothing to warn of.
+    let err = run(&["--override"], &[("NCCL_IB_HCA", "mlx5_99")]);
+    assert!(!err.contains("warning:"), "{err}");
+    // A variable exec never sets is warned of even then.
+    let err = run(&["--override"], &[("NCCL_IB_DISABLE", "1")]);
+    assert!(
+        err.contains("warning: NCCL_IB_DISABLE=1: NCCL leaves"),
+        "{err}"
+    );
+}
+
+#[test]
 fn exec_reports_a_missing_command() {
     let Some(root) = fixture("no-devices") else {
         return;

@@ -1,6 +1,7 @@
 //! `rdmatopo exec -- CMD ARGS…`: set this local rank's NCCL environment and CPU
 //! affinity, then become CMD (usable as `torchrun --no-python rdmatopo exec -- python
-//! train.py`). Variables the user already set are kept unless `--override`. When no
+//! train.py`). Variables the user already set are kept unless `--override`; those CMD
+//! will run with that leave the RDMA path unused are warned of first. When no
 //! plan can be made, CMD still runs, unchanged, after a warning: a launcher wrapper
 //! must not be the reason a job does not start.
 
@@ -8,8 +9,10 @@ use super::args::RootArgs;
 use super::nccl_env::shell_quote;
 use super::output::Output;
 use clap::Args;
+use rdmatopo::checks::doctor::nccl_variable_findings;
 use rdmatopo::model::LOCAL_RANK_VARS;
 use rdmatopo::parse::CpuSet;
+use rdmatopo::view::scope::Scope;
 use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, WhenUnnamed};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -56,7 +59,12 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     match plan(args, live) {
-        Ok(outcome) => apply(args, live, &outcome, &mut cmd),
+        Ok((outcome, warnings)) => {
+            for w in warnings {
+                say(&format!("warning: {w}"));
+            }
+            apply(args, live, &outcome, &mut cmd);
+        }
         Err(why) => say(&format!(
             "no plan ({why}); running {} unchanged",
             args.command[0]
@@ -77,7 +85,8 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
     })
 }
 
-fn plan(args: &ExecArgs, live: bool) -> Result<RankOutcome, String> {
+/// The rank's plan, and what the NCCL variables CMD will run with undo of it.
+fn plan(args: &ExecArgs, live: bool) -> Result<(RankOutcome, Vec<String>), String> {
     let topo = args
         .root
         .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
@@ -88,7 +97,7 @@ fn plan(args: &ExecArgs, live: bool) -> Result<RankOutcome, String> {
     } else {
         BTreeMap::new()
     };
-    Devices::of(&topo)
+    let outcome = Devices::of(&topo)
         .rank_plan(
             RankRequest {
                 local_rank: args.local_rank,
@@ -97,7 +106,34 @@ fn plan(args: &ExecArgs, live: bool) -> Result<RankOutcome, String> {
             },
             WhenUnnamed::PlanTheNode,
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    let warnings = undone_by_environment(topo, &outcome, args.override_env);
+    Ok((outcome, warnings))
+}
+
+/// Doctor's findings on the NCCL variables CMD will run with (this environment, with
+/// the plan's variables where [`apply`] sets them) that leave the RDMA path unused: a
+/// variable the user set and exec keeps (`NCCL_IB_HCA` of another machine), or one the
+/// plan does not set (`NCCL_IB_DISABLE=1`). NCCL reads those, not the plan.
+fn undone_by_environment(
+    mut topo: rdmatopo::Topology,
+    outcome: &RankOutcome,
+    override_env: bool,
+) -> Vec<String> {
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    for (k, v) in &outcome.plan.env {
+        if override_env || !env.contains_key(k) {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    topo.process.env = env;
+    nccl_variable_findings(&Scope::of(&topo))
+        .into_iter()
+        .map(|f| match f.fix.as_str() {
+            "" => f.summary,
+            fix => format!("{} (fix: {fix})", f.summary),
+        })
+        .collect()
 }
 
 fn apply(args: &ExecArgs, live: bool, outcome: &RankOutcome, cmd: &mut Command) {

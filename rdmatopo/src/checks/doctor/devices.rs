@@ -279,7 +279,7 @@ pub(super) fn gpudirect(scope: &Scope, out: &mut Sink) {
 /// This process's `NCCL_NET_GDR_LEVEL`, as `ncclTopoCheckGdr` applies it (nccl
 /// `src/graph/paths.cc`): GPUDirect RDMA between a GPU and a NIC only while their path
 /// is within the level (default PXB).
-fn gdr_level(scope: &Scope, out: &mut Sink) {
+pub(super) fn gdr_level(scope: &Scope, out: &mut Sink) {
     if !scope.own_environment {
         return;
     }

@@ -121,6 +121,18 @@ pub fn check_list() -> impl Iterator<Item = (&'static str, &'static str)> {
     CHECKS.iter().map(|(id, what, _)| (*id, *what))
 }
 
+/// The findings about this process's NCCL variables that leave the RDMA path unused
+/// (`NCCL_IB_DISABLE`, `NCCL_NET`, `NCCL_IB_HCA`, `NCCL_SOCKET_IFNAME`,
+/// `NCCL_NET_GDR_LEVEL`), as `multi-rail` and `gpudirect-rdma` report them: what
+/// `rdmatopo exec` warns of before it starts a rank.
+pub fn nccl_variable_findings(scope: &Scope) -> Vec<Finding> {
+    let mut rails = Sink::new("multi-rail");
+    rails::nccl_variables(scope, &mut rails);
+    let mut gdr = Sink::new("gpudirect-rdma");
+    devices::gdr_level(scope, &mut gdr);
+    rails.findings.into_iter().chain(gdr.findings).collect()
+}
+
 /// Run every check on what this process owns in `topo`.
 pub fn run(topo: &Topology) -> Report {
     judge(&Scope::of(topo))

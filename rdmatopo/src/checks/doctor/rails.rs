@@ -122,7 +122,7 @@ fn socket_interface(scope: &Scope, out: &mut Sink) {
 }
 
 /// The ports here NCCL's IB transport could open: ACTIVE, InfiniBand or Ethernet.
-fn ib_ports(scope: &Scope) -> Vec<String> {
+fn ib_ports<'a>(scope: &Scope<'a>) -> Vec<(&'a RdmaDevice, &'a Port)> {
     scope
         .hcas
         .iter()
@@ -136,9 +136,22 @@ fn ib_ports(scope: &Scope) -> Vec<String> {
                             Some(LinkLayer::InfiniBand | LinkLayer::Ethernet)
                         )
                 })
-                .map(move |p| port_name(d, p.number))
+                .map(move |p| (*d, p))
         })
         .collect()
+}
+
+fn port_names(ports: &[(&RdmaDevice, &Port)]) -> Vec<String> {
+    ports.iter().map(|(d, p)| port_name(d, p.number)).collect()
+}
+
+/// The findings of this check about this process's NCCL variables that leave every
+/// rail unused ([`super::nccl_variable_findings`]).
+pub(super) fn nccl_variables(scope: &Scope, out: &mut Sink) {
+    socket_interface(scope, out);
+    if !ib_transport_off(scope, out) {
+        selects_nothing(scope, out);
+    }
 }
 
 /// This process turns NCCL's IB transport off while it has ports to open:
@@ -161,7 +174,7 @@ fn ib_transport_off(scope: &Scope, out: &mut Sink) -> bool {
     let Some((var, value)) = disabled.or(socket) else {
         return false;
     };
-    let ports = ib_ports(scope);
+    let ports = port_names(&ib_ports(scope));
     if ports.is_empty() {
         return false;
     }
@@ -190,10 +203,14 @@ fn selects_nothing(scope: &Scope, out: &mut Sink) {
     else {
         return;
     };
-    let active = ib_ports(scope);
-    if active.is_empty() {
+    let Some(filter) = &scope.user_filter else {
+        return;
+    };
+    let ports = ib_ports(scope);
+    if ports.is_empty() || ports.iter().any(|(d, p)| filter.selects(&d.name, p.number)) {
         return;
     }
+    let active = port_names(&ports);
     out.push(
         out.error(format!(
             "NCCL_IB_HCA={value} selects none of the {} ACTIVE RDMA port(s) here ({}): NCCL finds no IB device and sends inter-node traffic over TCP sockets",
