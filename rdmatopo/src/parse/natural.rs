@@ -194,6 +194,16 @@ mod tests {
             proptest::prop_assert_eq!(natural_key(&a).cmp(&natural_key(&b)), natural_cmp(&a, &b));
         }
 
+        /// The head is the key's first 16 bytes, zeros after a shorter key.
+        #[test]
+        fn natural_head_is_the_keys_first_bytes(name in "(mlx5_|roceP|0)?[a-zA-Z0-9_]{0,24}") {
+            let mut first = [0u8; 16];
+            for (slot, byte) in first.iter_mut().zip(natural_key(&name)) {
+                *slot = byte;
+            }
+            proptest::prop_assert_eq!(natural_head(&name), u128::from_be_bytes(first));
+        }
+
         /// Heads decide only where they differ, and then as the names do; names
         /// long enough for the head to end inside them are the point.
         #[test]
