@@ -273,10 +273,14 @@ impl<'a> Scope<'a> {
         if let Some(f) = &self.user_filter {
             return all.filter(|(d, p)| f.selects(&d.name, p.number)).collect();
         }
-        let layers: Vec<Option<LinkLayer>> =
-            self.rails().iter().map(|(_, p)| p.link_layer).collect();
+        let layers = self.rail_link_layers();
         all.filter(|(_, p)| layers.is_empty() || layers.contains(&p.link_layer))
             .collect()
+    }
+
+    /// The link layers of the rails, one entry a rail.
+    fn rail_link_layers(&self) -> Vec<Option<LinkLayer>> {
+        self.rails().iter().map(|(_, p)| p.link_layer).collect()
     }
 
     /// Why `rdmatopo nccl-env` leaves `dev` port `port` out of `NCCL_IB_HCA`.
@@ -337,8 +341,7 @@ impl<'a> Scope<'a> {
         // The link layers of the rails: a port of another fabric (a front-end RoCE NIC
         // beside InfiniBand rails) or of a link layer not known cannot carry what the
         // rails carry, and `nccl-env` never selects it.
-        let fabric: Vec<Option<LinkLayer>> =
-            self.rails().iter().map(|(_, p)| p.link_layer).collect();
+        let fabric = self.rail_link_layers();
         let of_fabric = |p: &Port| {
             fabric.is_empty() || (p.link_layer.is_some() && fabric.contains(&p.link_layer))
         };

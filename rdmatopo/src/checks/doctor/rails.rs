@@ -196,14 +196,10 @@ fn ib_transport_off(scope: &Scope, out: &mut Sink) -> bool {
 /// (`src/transport/net_ib/init.cc`); with none it logs `NET/IB : No device found.` at
 /// INFO level, and `src/plugin/net.cc` moves on to the socket transport.
 fn selects_nothing(scope: &Scope, out: &mut Sink) {
-    let Some(value) = scope
-        .user_filter
-        .as_ref()
-        .and(scope.topo.process.env.get("NCCL_IB_HCA"))
-    else {
-        return;
-    };
-    let Some(filter) = &scope.user_filter else {
+    let (Some(filter), Some(value)) = (
+        &scope.user_filter,
+        scope.topo.process.env.get("NCCL_IB_HCA"),
+    ) else {
         return;
     };
     let ports = ib_ports(scope);
