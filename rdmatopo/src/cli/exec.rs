@@ -12,7 +12,7 @@ use clap::Args;
 use rdmatopo::checks::doctor::nccl_variable_findings;
 use rdmatopo::model::LOCAL_RANK_VARS;
 use rdmatopo::parse::CpuSet;
-use rdmatopo::view::scope::Scope;
+use rdmatopo::view::scope::{Judging, Scope};
 use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, WhenUnnamed};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -127,7 +127,9 @@ fn undone_by_environment(
         }
     }
     topo.process.env = env;
-    nccl_variable_findings(&Scope::of(&topo))
+    // The plan made for the rank is the node's: judged against it, not made again.
+    let scope = Scope::judging_planned(&topo, Judging::this_process(&topo), Some(&outcome.plan));
+    nccl_variable_findings(&scope)
         .into_iter()
         .map(|f| match f.fix.as_str() {
             "" => f.summary,
