@@ -140,7 +140,8 @@ impl Command {
     }
 }
 
-pub fn run() -> i32 {
+/// Run the command line `args` (the program's name first); the exit status.
+pub fn run(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()
@@ -150,7 +151,7 @@ pub fn run() -> i32 {
             .unwrap_or_else(|| "unknown".into());
         eprintln!("rdmatopo: internal error: {msg} (this is a bug; please report it)");
     }));
-    let mut cli = Cli::parse();
+    let mut cli = Cli::parse_from(args);
     if let Err(msg) = cli.hand_root_to_command() {
         eprintln!("rdmatopo: {msg}");
         return 2;
