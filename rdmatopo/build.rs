@@ -20,8 +20,12 @@ fn main() {
     println!("cargo:rerun-if-env-changed=RDMATOPO_PIE");
     println!("cargo:rerun-if-changed=src");
     let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
+    // The static (musl) build is made fixed-address by `-C relocation-model=static`
+    // (.cargo/config.toml): `-no-pie` beside musl's static-pie start files gives a program
+    // that crashes at once.
+    let gnu = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|env| env == "gnu");
     let pie_asked = std::env::var_os("RDMATOPO_PIE").is_some_and(|v| v == "1");
-    if linux && !pie_asked {
+    if linux && gnu && !pie_asked {
         println!("cargo:rustc-link-arg-bin=rdmatopo=-no-pie");
     }
 

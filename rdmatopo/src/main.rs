@@ -36,6 +36,11 @@ extern "C" fn start(argc: libc::c_int, argv: *const *const libc::c_char) -> libc
     std::process::exit(cli::run(args))
 }
 
+// The static build's allocator (Cargo.toml says why).
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 #[cfg(test)]
 mod tests {
     /// A panic still unwinds to `catch_unwind`, the path of the CLI's internal-error

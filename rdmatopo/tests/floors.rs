@@ -33,6 +33,8 @@ const FLOORS: &[(&str, u32)] = &[
     ("export", 7),
     (ROOT, 8),
     ("cli", 9),
+    // Programs beside the command (`rdmatopo-nvml`, the static build's NVML helper).
+    ("bin", 9),
     ("fuzzing", 9),
 ];
 
@@ -198,7 +200,7 @@ fn root_reexports(lib: &str) -> BTreeMap<String, String> {
 /// example written as a user of the crate would.
 fn paths(src: &Source) -> Vec<Vec<String>> {
     let start = Regex::new(r"\b(?:crate::|rdmatopo::|(?:super::)+)").expect("regex");
-    let in_binary = src.module.first().is_some_and(|m| m == "cli");
+    let in_binary = src.module.first().is_some_and(|m| m == "cli" || m == "bin");
     let text = &src.text;
     let mut out = Vec::new();
     for m in start.find_iter(text) {

@@ -3,7 +3,10 @@
 //! the JSON a snapshot stored beside the tree (`rdmatopo/nvml.json`,
 //! `rdmatopo/verbs.json`), so a capture replays offline with the same facts.
 
+mod driver;
 mod facts;
+
+pub use driver::{NVIDIA_DRIVER, NVIDIA_DRIVER_DIR};
 
 pub use facts::{FactSource, Facts, SourceError};
 
@@ -11,8 +14,9 @@ use crate::sysfs::Sysfs;
 
 #[cfg(feature = "kubelet")]
 pub mod kubelet;
-#[cfg(feature = "nvml")]
+#[cfg(all(feature = "nvml", not(target_env = "musl")))]
 pub mod nvml;
+pub mod nvml_helper;
 #[cfg(feature = "verbs")]
 pub mod verbs;
 
@@ -20,12 +24,6 @@ pub mod verbs;
 pub const NVML_SNAPSHOT_PATH: &str = "/rdmatopo/nvml.json";
 /// Logical path of the verbs snapshot inside a root.
 pub const VERBS_SNAPSHOT_PATH: &str = "/rdmatopo/verbs.json";
-/// The driver whose GPUs NVML and nvidia-smi number.
-pub const NVIDIA_DRIVER: &str = "nvidia";
-/// The driver's directory: a link for each PCI function it holds, beside its `bind`,
-/// `unbind`, `new_id`, `remove_id` and `uevent` files (drivers/base/bus.c,
-/// drivers/pci/pci-driver.c) and its `module` link.
-pub const NVIDIA_DRIVER_DIR: &str = "/sys/bus/pci/drivers/nvidia";
 
 /// Replays `rdmatopo/nvml.json` from the root.
 #[derive(Debug, Clone, Copy, Default)]
@@ -79,8 +77,11 @@ pub fn default_sources(fs: &Sysfs) -> Vec<Box<dyn FactSource>> {
     if fs.exists(NVML_SNAPSHOT_PATH) || !fs.is_live() {
         out.push(Box::new(NvmlSnapshotSource));
     } else {
-        #[cfg(feature = "nvml")]
+        #[cfg(all(feature = "nvml", not(target_env = "musl")))]
         out.push(Box::new(nvml::LiveNvml));
+        // A static program cannot load the driver's glibc library: a helper reads it.
+        #[cfg(all(feature = "nvml", target_env = "musl"))]
+        out.push(Box::new(nvml_helper::NvmlHelper::default()));
     }
     if fs.exists(VERBS_SNAPSHOT_PATH) || !fs.is_live() {
         out.push(Box::new(VerbsSnapshotSource));

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The static build of the command: `rdmatopo` linked with musl into one self-contained
+# program (no shared library, no dynamic loader), and the `rdmatopo-nvml` helper it runs
+# to read NVML, linked with glibc like the NVIDIA driver's library it loads. Both go to
+# target/static/ (or $OUT); copy them side by side.
+#
+# Why: a glibc program pays the dynamic loader and glibc's start-up (it asks the CPU for
+# its cache sizes with `cpuid`, each one a trap to the hypervisor on a VM) before any of
+# its own work; in a pod that is most of what `rdmatopo topo` costs (BENCHMARKS.md).
+#
+#   scripts/build-static.sh            # target/static/rdmatopo, target/static/rdmatopo-nvml
+set -euo pipefail
+cd "$(dirname "$0")/.."
+arch=$(uname -m)
+target="$arch-unknown-linux-musl"
+out=${OUT:-target/static}
+
+if ! rustc --print target-libdir --target "$target" >/dev/null 2>&1 \
+  || [ ! -d "$(rustc --print target-libdir --target "$target")" ]; then
+  rustup target add "$target"
+fi
+cargo build --release --locked -p rdmatopo --bin rdmatopo --target "$target"
+cargo build --release --locked -p rdmatopo --bin rdmatopo-nvml
+mkdir -p "$out"
+cp "target/$target/release/rdmatopo" target/release/rdmatopo-nvml "$out/"
+echo "$out/rdmatopo (static, $target) and $out/rdmatopo-nvml (glibc)"
