@@ -24,8 +24,13 @@
 # Files opened: successful open/openat/openat2 of files (not O_DIRECTORY or O_PATH) under
 # the root, from `strace -f -ff` (the same count as scripts/bench-incumbents.sh).
 #
-#   scripts/bench-pod.sh                        # builds rdmatopo (release), 30 runs each
-#   RUNS=10 BIN=target/release/rdmatopo scripts/bench-pod.sh   # no build, fewer runs
+#   scripts/bench-pod.sh                        # builds rdmatopo (static and glibc), 30 runs each
+#   RUNS=10 BIN=target/static/rdmatopo GLIBC_BIN=target/release/rdmatopo scripts/bench-pod.sh
+#                                               # no build, fewer runs
+#
+# BIN is the program timed: by default the static build (scripts/build-static.sh), the
+# one to ship. GLIBC_BIN, where given (by default the glibc build made alongside), adds
+# its `topo` to each table of part A, side by side.
 #
 # Needs: strace, lstopo-no-graphics (hwloc-nox), python3, cc; cargo (and make, for the C
 # library of part C) unless BIN is given; valgrind (optional) adds instruction counts to
@@ -36,6 +41,7 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 RUNS=${RUNS:-30}
 BIN=${BIN:-}
+GLIBC_BIN=${GLIBC_BIN:-}
 
 for tool in strace lstopo-no-graphics python3; do
   command -v "$tool" >/dev/null || {
@@ -52,12 +58,18 @@ mkdir "$work/strace"
 # binary the linker has just written sits in the page cache in the small pieces it was
 # written in, and starts measurably slower than the same bytes written in one go.
 if [ -z "$BIN" ]; then
+  scripts/build-static.sh >/dev/null
   cargo build --release -q -p rdmatopo
-  BIN=$repo/target/release/rdmatopo
+  BIN=$repo/target/static/rdmatopo
+  GLIBC_BIN=$repo/target/release/rdmatopo
 fi
 BUILT=$(realpath "$BIN")
 cp "$BUILT" "$work/rdmatopo"
 rt=$work/rdmatopo
+if [ -n "$GLIBC_BIN" ]; then
+  GLIBC_BUILT=$(realpath "$GLIBC_BIN")
+  cp "$GLIBC_BUILT" "$work/rdmatopo-glibc"
+fi
 
 # The floor of an answer: a C program that only opens, reads and closes a list of files.
 cc -O2 -pthread -o "$work/readfiles" scripts/incumbents/readfiles.c
@@ -69,7 +81,8 @@ echo "# rdmatopo in a pod"
 echo
 echo "Machine: $(nproc) CPUs, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M:%S UTC');" \
   "$RUNS rounds after 3 warm-up rounds, each round every command of a table once, in an order shuffled each round" \
-  "(scripts/lib/interleave.py); rdmatopo: a copy of \`${BUILT#"$repo"/}\` (as installed)."
+  "(scripts/lib/interleave.py); rdmatopo: a copy of \`${BUILT#"$repo"/}\` (as installed)" \
+  "${GLIBC_BIN:+; the glibc build: a copy of \`${GLIBC_BUILT#"$repo"/}\`}."
 
 # count_opens KEY ROOT LABEL COMMAND...: run COMMAND once under strace (one file per
 # thread, so no call is split across lines) and note which root and label KEY has.
@@ -174,6 +187,10 @@ for fx in pod-sriov pod-h100-2gpu-2vf h100-dgx; do
     # shellcheck disable=SC2086 # $c is a subcommand and its flags
     count_opens "$key" "$R" "rdmatopo $c" "$rt" $c --root "$R"
   done
+  if [ -n "$GLIBC_BIN" ]; then
+    args+=("A$i.glibc" "$work/rdmatopo-glibc topo --root $R")
+    count_opens "A$i.glibc" "$R" "rdmatopo topo, the glibc build" "$work/rdmatopo-glibc" topo --root "$R"
+  fi
   # The floor of doctor's answer: the files it opened (in that order), read by one C
   # process that does nothing else, on one thread.
   python3 -c 'import sys; sys.path.insert(0, "scripts/lib"); import strace_opens
