@@ -7,7 +7,7 @@
 //! keeps the binary position-independent (for ASLR of the executable itself).
 //!
 //! It also tells `rdmatopo --version` what it was built with: the enabled cargo
-//! features (`RDMATOPO_FEATURES`) and every JSON schema id the sources write
+//! features (`RDMATOPO_FEATURES`), the C library (`RDMATOPO_BUILD`) and every JSON schema id the sources write
 //! (`RDMATOPO_JSON_SCHEMAS`), found rather than listed so a new one cannot be forgotten.
 //!
 //! With the `kubelet` feature it also compiles the kubelet's PodResources v1 `.proto`
@@ -33,6 +33,14 @@ fn main() {
         "cargo:rustc-env=RDMATOPO_FEATURES={}",
         enabled_features().join(", ")
     );
+    // How NVML is reached depends on the C library linked (sources/nvml_helper.rs).
+    let build = match std::env::var("CARGO_CFG_TARGET_ENV").as_deref() {
+        Ok("musl") => "static (musl); NVML through rdmatopo-nvml beside it".to_string(),
+        Ok("gnu") => "dynamic (glibc)".to_string(),
+        Ok(other) => other.to_string(),
+        Err(_) => "unknown".to_string(),
+    };
+    println!("cargo:rustc-env=RDMATOPO_BUILD={build}");
     let mut schemas = Vec::new();
     schema_ids(Path::new("src"), &mut schemas);
     schemas.sort();

@@ -253,6 +253,16 @@ fn version_names_the_features_built_in() {
         assert_eq!(features.contains(name), on, "feature {name}: {version}");
     }
     assert!(!features.contains("default"), "{version}");
+    // The C library, and with it how NVML is reached.
+    let build = if cfg!(target_env = "musl") {
+        "static (musl); NVML through rdmatopo-nvml beside it"
+    } else {
+        "dynamic (glibc)"
+    };
+    assert!(
+        version.contains(&format!("\nbuild: {build}\n")),
+        "{version}"
+    );
     // -V stays one line.
     assert_eq!(
         rdmatopo(&["-V"]),

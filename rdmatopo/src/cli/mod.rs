@@ -28,12 +28,15 @@ use std::path::PathBuf;
 /// Exit code when a command could not run (bad root, unreadable input).
 pub const EXIT_FAILURE: i32 = 3;
 
-/// `rdmatopo --version`: the release, the cargo features it was built with and the JSON
-/// schema ids it writes (both found by build.rs).
+/// `rdmatopo --version`: the release, the cargo features it was built with, the C
+/// library it is linked with (the static build reads NVML through a helper) and the JSON
+/// schema ids it writes (all found by build.rs).
 const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     "\nfeatures: ",
     env!("RDMATOPO_FEATURES"),
+    "\nbuild: ",
+    env!("RDMATOPO_BUILD"),
     "\njson schemas: ",
     env!("RDMATOPO_JSON_SCHEMAS"),
 );
