@@ -19,7 +19,8 @@
 #   and 511 VFs (and their RDMA devices) of other pods. What the pod owns stays the same,
 #   so topo, nccl-env and doctor should cost the same at every size. One timed run over
 #   all sizes and commands; a table of medians and files opened, and the growth from the
-#   smallest to the largest host.
+#   smallest to the largest host, beside the growth of a C program that only lists the
+#   host's /sys/class/infiniband (scripts/incumbents/listdir.c), the one read that grows.
 #
 # Files opened: successful open/openat/openat2 of files (not O_DIRECTORY or O_PATH) under
 # the root, from `strace -f -ff` (the same count as scripts/bench-incumbents.sh).
@@ -71,8 +72,10 @@ if [ -n "$GLIBC_BIN" ]; then
   cp "$GLIBC_BUILT" "$work/rdmatopo-glibc"
 fi
 
-# The floor of an answer: a C program that only opens, reads and closes a list of files.
+# The floor of an answer: a C program that only opens, reads and closes a list of files;
+# and one that only lists directories.
 cc -O2 -pthread -o "$work/readfiles" scripts/incumbents/readfiles.c
+cc -O2 -o "$work/listdir" scripts/incumbents/listdir.c
 
 # 2. The fixtures' directory form (lstopo needs one).
 python3 fixtures/tools/unpack.py pod-sriov pod-h100-2gpu-2vf h100-dgx >/dev/null
@@ -172,6 +175,12 @@ elif mode == "B":
     print(f"\nGrowth from {first[1]} to {last[1]} foreign VFs (median time, files opened): "
           + "; ".join(f"{c} {pct(first[4][i][0], last[4][i][0])} ms, {pct(first[4][i][1], last[4][i][1])} files"
                       for i, c in enumerate(cmds)))
+    lists = [res[f"B{v}.listing"][0] for v in sizes]
+    topo_first, topo_last = first[4][0][0], last[4][0][0]
+    print(f"\nThe listing alone (`scripts/incumbents/listdir.c`: a process that lists `sys/class/infiniband`"
+          f" and exits): {' / '.join(ms(t) for t in lists)} ms, growing by {ms(lists[-1] - lists[0])} ms,"
+          f" {100 * (lists[-1] - lists[0]) / topo_first:.0f}% of topo's median at {first[1]} foreign VFs;"
+          f" topo grows by {ms(topo_last - topo_first)} ms.")
 PY
 }
 
@@ -229,6 +238,9 @@ for v in "${sizes[@]}"; do
     args+=("$key" "$rt $c --root $work/pod$v")
     count_opens "$key" "$work/pod$v" "rdmatopo $c" "$rt" "$c" --root "$work/pod$v"
   done
+  # The one listing that grows with the host: every answer reads it (which devices
+  # exist), and the kernel's part of it is a floor no answer goes below.
+  args+=("B$v.listing" "$work/listdir $work/pod$v/sys/class/infiniband")
 done
 bench "$work/B.json" "${args[@]}"
 report B "$work/B.json" "${sizes[@]}"
