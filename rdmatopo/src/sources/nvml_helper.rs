@@ -133,7 +133,8 @@ fn drain(pipe: Option<Box<dyn Read + Send>>) -> std::thread::JoinHandle<Vec<u8>>
     std::thread::spawn(move || {
         let mut out = Vec::new();
         if let Some(mut p) = pipe {
-            // Bounded like every read of this crate: a snapshot of 72 GPUs is ~250 KB.
+            // Bounded as `rdmatopo/nvml.json` is read (8 GPUs take 28 KB). Past the
+            // bound the pipe closes and the helper fails writing.
             let _ = p.by_ref().take(8 << 20).read_to_end(&mut out);
         }
         out
