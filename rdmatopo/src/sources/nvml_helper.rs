@@ -209,6 +209,16 @@ mod tests {
     }
 
     #[test]
+    fn a_helper_that_never_stops_writing_fails_at_the_bound() {
+        let dir = temp("flood");
+        let helper = script(&dir, "exec yes");
+        let e = run_helper(&helper, Duration::from_secs(60))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("helper.sh failed"), "{e}");
+    }
+
+    #[test]
     fn a_helper_that_never_answers_is_stopped() {
         let dir = temp("hang");
         let helper = script(&dir, "exec sleep 600");
