@@ -24,11 +24,23 @@ fn rdma_subsystem_present() -> bool {
     Path::new("/sys/class/infiniband_verbs").exists()
 }
 
+/// The live NVML source of this build: NVML in process, or (the static musl build, which
+/// cannot load the driver's library) through the `rdmatopo-nvml` helper.
+#[cfg(all(feature = "nvml", not(target_env = "musl")))]
+fn live_nvml() -> Box<dyn rdmatopo::sources::FactSource> {
+    Box::new(rdmatopo::sources::nvml::LiveNvml)
+}
+
+#[cfg(all(feature = "nvml", target_env = "musl"))]
+fn live_nvml() -> Box<dyn rdmatopo::sources::FactSource> {
+    Box::new(rdmatopo::sources::nvml_helper::NvmlHelper::default())
+}
+
 #[cfg(feature = "nvml")]
 #[test]
 fn live_nvml_is_unavailable_without_a_driver() {
-    use rdmatopo::sources::{FactSource, Facts, SourceError};
-    let result = rdmatopo::sources::nvml::LiveNvml.collect(&Sysfs::live());
+    use rdmatopo::sources::{Facts, SourceError};
+    let result = live_nvml().collect(&Sysfs::live());
     match result {
         Ok(Facts::Nvml(s)) => {
             assert!(
