@@ -55,23 +55,19 @@ impl FactSource for NvmlHelper {
 }
 
 /// `RDMATOPO_NVML_HELPER`, else `rdmatopo-nvml` in the running program's directory.
+/// Whether it is there is left to starting it ([`run_helper`]).
 fn find_helper() -> Result<PathBuf, SourceError> {
     if let Some(p) = std::env::var_os(HELPER_ENV) {
         return Ok(PathBuf::from(p));
     }
-    let beside = std::env::current_exe()
+    std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().map(|d| d.join(HELPER_NAME)));
-    match beside {
-        Some(p) if p.is_file() => Ok(p),
-        Some(p) => Err(SourceError::Unavailable(format!(
-            "NVML: this static build reads NVML through {}, which is not there (install it beside rdmatopo, or name it in {HELPER_ENV}); GPU names, UUIDs, MIG and NVLink are unknown, the matrix is PCIe-only",
-            p.display()
-        ))),
-        None => Err(SourceError::Unavailable(format!(
-            "NVML: this static build reads NVML through {HELPER_NAME}, and the running program's directory is unknown (name the helper in {HELPER_ENV})"
-        ))),
-    }
+        .and_then(|exe| exe.parent().map(|d| d.join(HELPER_NAME)))
+        .ok_or_else(|| {
+            SourceError::Unavailable(format!(
+                "NVML: this static build reads NVML through {HELPER_NAME}, and the running program's directory is unknown (name the helper in {HELPER_ENV})"
+            ))
+        })
 }
 
 /// Run the helper and read its snapshot. Its output is read while it runs (a pipe holds
@@ -87,21 +83,14 @@ fn run_helper(program: &Path, timeout: Duration) -> Result<NvmlSnapshot, SourceE
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| failed(format!("cannot run {shown}: {e}")))?;
-    let readers = [
-        drain(
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ),
-        drain(
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ),
-    ];
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => SourceError::Unavailable(format!(
+                "NVML: this static build reads NVML through {shown}, which cannot run: {e} (install it beside rdmatopo, or name it in {HELPER_ENV}); GPU names, UUIDs, MIG and NVLink are unknown, the matrix is PCIe-only"
+            )),
+            _ => failed(format!("cannot run {shown}: {e}")),
+        })?;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
@@ -118,7 +107,10 @@ fn run_helper(program: &Path, timeout: Duration) -> Result<NvmlSnapshot, SourceE
             Err(e) => return Err(failed(format!("waiting for {shown}: {e}"))),
         }
     };
-    let [stdout, stderr] = readers.map(|r| r.join().unwrap_or_default());
+    let (stdout, stderr) = (
+        stdout.join().unwrap_or_default(),
+        stderr.join().unwrap_or_default(),
+    );
     let reason = String::from_utf8_lossy(&stderr).trim().to_string();
     match status.code() {
         Some(0) => serde_json::from_slice(&stdout)
@@ -129,7 +121,7 @@ fn run_helper(program: &Path, timeout: Duration) -> Result<NvmlSnapshot, SourceE
 }
 
 /// Read a pipe to its end on a thread of its own.
-fn drain(pipe: Option<Box<dyn Read + Send>>) -> std::thread::JoinHandle<Vec<u8>> {
+fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut out = Vec::new();
         if let Some(mut p) = pipe {
@@ -154,22 +146,21 @@ mod tests {
         path
     }
 
-    fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "rdmatopo-nvml-helper-{name}-{}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// What running `helper` fails with, as a diagnostic would say it.
+    fn error_of(helper: &Path) -> String {
+        run_helper(helper, Duration::from_secs(60))
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
     fn a_snapshot_printed_by_the_helper_is_read() {
-        let dir = temp("ok");
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
         let json =
             r#"{"schema":"rdmatopo.nvml/1","gpus":[{"index":0,"bus_id":"00000000:18:00.0"}]}"#;
         std::fs::write(dir.join("nvml.json"), json).unwrap();
-        let helper = script(&dir, &format!("cat '{}'", dir.join("nvml.json").display()));
+        let helper = script(dir, &format!("cat '{}'", dir.join("nvml.json").display()));
         let snap = run_helper(&helper, Duration::from_secs(10)).unwrap();
         assert_eq!(snap.gpus.len(), 1);
         assert_eq!(snap.gpus[0].bus_id, "00000000:18:00.0");
@@ -177,9 +168,9 @@ mod tests {
 
     #[test]
     fn unavailable_from_the_helper_carries_its_reason() {
-        let dir = temp("unavailable");
+        let dir = tempfile::tempdir().unwrap();
         let helper = script(
-            &dir,
+            dir.path(),
             "echo 'NVML: libnvidia-ml.so.1 was not found' >&2; exit 3",
         );
         let e = run_helper(&helper, Duration::from_secs(10)).unwrap_err();
@@ -191,37 +182,29 @@ mod tests {
 
     #[test]
     fn garbage_and_failures_name_the_helper() {
-        let dir = temp("garbage");
-        let helper = script(&dir, "echo '{not json'");
-        let e = run_helper(&helper, Duration::from_secs(10))
-            .unwrap_err()
-            .to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let e = error_of(&script(dir, "echo '{not json'"));
         assert!(e.contains("helper.sh printed no NVML snapshot"), "{e}");
-        let helper = script(&dir, "echo boom >&2; exit 1");
-        let e = run_helper(&helper, Duration::from_secs(10))
-            .unwrap_err()
-            .to_string();
+        let e = error_of(&script(dir, "echo boom >&2; exit 1"));
         assert!(e.contains("helper.sh failed") && e.contains("boom"), "{e}");
-        let e = run_helper(&dir.join("absent"), Duration::from_secs(10))
-            .unwrap_err()
-            .to_string();
+        let e = run_helper(&dir.join("absent"), Duration::from_secs(10)).unwrap_err();
+        assert!(matches!(e, SourceError::Unavailable(_)), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("cannot run") && e.contains("absent"), "{e}");
     }
 
     #[test]
     fn a_helper_that_never_stops_writing_fails_at_the_bound() {
-        let dir = temp("flood");
-        let helper = script(&dir, "exec yes");
-        let e = run_helper(&helper, Duration::from_secs(60))
-            .unwrap_err()
-            .to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let e = error_of(&script(dir.path(), "exec yes"));
         assert!(e.contains("helper.sh failed"), "{e}");
     }
 
     #[test]
     fn a_helper_that_never_answers_is_stopped() {
-        let dir = temp("hang");
-        let helper = script(&dir, "exec sleep 600");
+        let dir = tempfile::tempdir().unwrap();
+        let helper = script(dir.path(), "exec sleep 600");
         let started = Instant::now();
         let e = run_helper(&helper, Duration::from_millis(300))
             .unwrap_err()
@@ -232,15 +215,22 @@ mod tests {
 
     #[test]
     fn no_helper_runs_without_the_nvidia_driver() {
-        let dir = temp("nodriver");
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
         std::fs::create_dir_all(dir.join("sys/bus/pci/drivers")).unwrap();
-        let helper = script(&dir, "touch ran; exit 1");
+        let ran = dir.join("ran");
+        let helper = script(dir, &format!("touch '{}'; exit 1", ran.display()));
         let source = NvmlHelper {
             program: Some(helper),
             timeout: None,
         };
-        let e = source.collect(&Sysfs::at(&dir)).unwrap_err();
+        let e = source.collect(&Sysfs::at(dir)).unwrap_err();
         assert!(matches!(e, SourceError::Unavailable(_)), "{e:?}");
-        assert!(!dir.join("ran").exists());
+        assert!(!ran.exists());
+        // With the driver's directory the same helper runs (and fails).
+        std::fs::create_dir_all(dir.join("sys/bus/pci/drivers/nvidia")).unwrap();
+        let e = source.collect(&Sysfs::at(dir)).unwrap_err();
+        assert!(matches!(e, SourceError::Failed { .. }), "{e:?}");
+        assert!(ran.exists());
     }
 }
