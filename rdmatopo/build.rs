@@ -7,8 +7,9 @@
 //! keeps the binary position-independent (for ASLR of the executable itself).
 //!
 //! It also tells `rdmatopo --version` what it was built with: the enabled cargo
-//! features (`RDMATOPO_FEATURES`), the C library (`RDMATOPO_BUILD`) and every JSON schema id the sources write
-//! (`RDMATOPO_JSON_SCHEMAS`), found rather than listed so a new one cannot be forgotten.
+//! features (`RDMATOPO_FEATURES`), the C library (`RDMATOPO_BUILD`) and every JSON
+//! schema id the sources write (`RDMATOPO_JSON_SCHEMAS`), found rather than listed so a
+//! new one cannot be forgotten.
 //!
 //! With the `kubelet` feature it also compiles the kubelet's PodResources v1 `.proto`
 //! (vendored unchanged in `proto/`) with protox (pure Rust: no `protoc` binary needed)
@@ -23,9 +24,9 @@ fn main() {
     // The static (musl) build is made fixed-address by `-C relocation-model=static`
     // (.cargo/config.toml): `-no-pie` beside musl's static-pie start files gives a program
     // that crashes at once.
-    let gnu = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|env| env == "gnu");
+    let target_env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     let pie_asked = std::env::var_os("RDMATOPO_PIE").is_some_and(|v| v == "1");
-    if linux && gnu && !pie_asked {
+    if linux && target_env == "gnu" && !pie_asked {
         println!("cargo:rustc-link-arg-bin=rdmatopo=-no-pie");
     }
 
@@ -34,11 +35,11 @@ fn main() {
         enabled_features().join(", ")
     );
     // How NVML is reached depends on the C library linked (sources/nvml_helper.rs).
-    let build = match std::env::var("CARGO_CFG_TARGET_ENV").as_deref() {
-        Ok("musl") => "static (musl); NVML through rdmatopo-nvml beside it".to_string(),
-        Ok("gnu") => "dynamic (glibc)".to_string(),
-        Ok(other) => other.to_string(),
-        Err(_) => "unknown".to_string(),
+    let build = match target_env.as_str() {
+        "musl" => "static (musl); NVML through rdmatopo-nvml beside it",
+        "gnu" => "dynamic (glibc)",
+        "" => "unknown",
+        other => other,
     };
     println!("cargo:rustc-env=RDMATOPO_BUILD={build}");
     let mut schemas = Vec::new();
