@@ -84,8 +84,7 @@ echo "# rdmatopo in a pod"
 echo
 echo "Machine: $(nproc) CPUs, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M:%S UTC');" \
   "$RUNS rounds after 3 warm-up rounds, each round every command of a table once, in an order shuffled each round" \
-  "(scripts/lib/interleave.py); rdmatopo: a copy of \`${BUILT#"$repo"/}\` (as installed)" \
-  "${GLIBC_BIN:+; the glibc build: a copy of \`${GLIBC_BUILT#"$repo"/}\`}."
+  "(scripts/lib/interleave.py); rdmatopo: a copy of \`${BUILT#"$repo"/}\` (as installed)${GLIBC_BIN:+; the glibc build: a copy of \`${GLIBC_BUILT#"$repo"/}\`}."
 
 # count_opens KEY ROOT LABEL COMMAND...: run COMMAND once under strace (one file per
 # thread, so no call is split across lines) and note which root and label KEY has.
