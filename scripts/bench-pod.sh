@@ -21,6 +21,10 @@
 #   all sizes and commands; a table of medians and files opened, and the growth from the
 #   smallest to the largest host, beside the growth of a C program that only lists the
 #   host's /sys/class/infiniband (scripts/incumbents/listdir.c), the one read that grows.
+#   The synthetic hosts are written twice, in the same timed run: on disk (the work
+#   directory, under TMPDIR) and in memory (/dev/shm, where it is a tmpfs). Sysfs lists
+#   a directory from a tree in memory; a disk's filesystem may cost more per name (ext4
+#   hashes each name it lists), so the listing's floor differs between the two.
 #
 # Files opened: successful open/openat/openat2 of files (not O_DIRECTORY or O_PATH) under
 # the root, from `strace -f -ff` (the same count as scripts/bench-incumbents.sh).
@@ -52,7 +56,12 @@ for tool in strace lstopo-no-graphics python3; do
 done
 
 work=$(realpath "$(mktemp -d)")
-trap 'rm -rf "$work"' EXIT
+# Part B's hosts in memory, where /dev/shm is a tmpfs.
+mem=
+if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+  mem=$(mktemp -d -p /dev/shm)
+fi
+trap 'rm -rf "$work" ${mem:+"$mem"}' EXIT
 mkdir "$work/strace"
 
 # 1. The binary. Time an installed copy, as `cargo install` or a package leaves it: a
@@ -148,18 +157,18 @@ if mode == "A":
         print(f"| `{keys[k][1]}` | {ms(med)} | {ms(low)} | {opened(k)[0]} | {lstopo / med:.1f}x"
               f" | {med / topo:.2f}x |")
 elif mode == "B":
-    json_path, *sizes = args
+    json_path, place, where, *sizes = args
     res = results(json_path)
     cmds = ("topo", "nccl-env", "doctor")
     rows = []
     for v in sizes:
-        root = keys[f"B{v}.topo"][0]
+        root = keys[f"{place}{v}.topo"][0]
         pci = os.path.join(root, "sys/bus/pci/devices")
         vfs = sum(os.path.exists(os.path.join(pci, f, "physfn")) for f in os.listdir(pci))
         rdma = len(os.listdir(os.path.join(root, "sys/class/infiniband")))
-        cells = [(res[f"B{v}.{c}"][0], opened(f"B{v}.{c}")[0]) for c in cmds]
+        cells = [(res[f"{place}{v}.{c}"][0], opened(f"{place}{v}.{c}")[0]) for c in cmds]
         rows.append((v, vfs - 1, rdma, len(os.listdir(pci)), cells))
-    print("\n## Flatness: one pod (1 GPU, 1 VF) on hosts with more and more VFs of other pods\n")
+    print(f"\n## Flatness: one pod (1 GPU, 1 VF) on hosts with more and more VFs of other pods, {where}\n")
     print("`fixtures/tools/synth.py --pod --vfs N --gids 4`: 16 GPUs, 8 PFs with N VFs each; "
           + "; ".join(f"N={v}: {n} PCI functions, {r} RDMA devices" for v, _, r, n, _ in rows) + ".\n")
     print("| foreign VFs | topo ms | topo files | nccl-env ms | nccl-env files | doctor ms | doctor files |")
@@ -174,7 +183,7 @@ elif mode == "B":
     print(f"\nGrowth from {first[1]} to {last[1]} foreign VFs (median time, files opened): "
           + "; ".join(f"{c} {pct(first[4][i][0], last[4][i][0])} ms, {pct(first[4][i][1], last[4][i][1])} files"
                       for i, c in enumerate(cmds)))
-    lists = [res[f"B{v}.listing"][0] for v in sizes]
+    lists = [res[f"{place}{v}.listing"][0] for v in sizes]
     topo_first, topo_last = first[4][0][0], last[4][0][0]
     print(f"\nThe listing alone (`scripts/incumbents/listdir.c`: a process that lists `sys/class/infiniband`"
           f" and exits): {' / '.join(ms(t) for t in lists)} ms, growing by {ms(lists[-1] - lists[0])} ms,"
@@ -226,23 +235,35 @@ print("\n".join(strace_opens.opened_paths(*sys.argv[1:])))' "$work/strace/A$i.do
   i=$((i + 1))
 done
 
-# 4. Part B: flatness over the number of other pods' VFs.
+# 4. Part B: flatness over the number of other pods' VFs, the hosts on disk (B) and in
+# memory (M), in one timed run.
 sizes=(1 8 64)
+places=("B $work")
+[ -n "$mem" ] && places+=("M $mem")
 args=()
-for v in "${sizes[@]}"; do
-  # --gids: the PFs' GID tables (all slots read zero in the pod; small keeps generation fast)
-  python3 fixtures/tools/synth.py "$work/pod$v" --pod --vfs "$v" --gids 4 >/dev/null
-  for c in topo nccl-env doctor; do
-    key="B$v.$c"
-    args+=("$key" "$rt $c --root $work/pod$v")
-    count_opens "$key" "$work/pod$v" "rdmatopo $c" "$rt" "$c" --root "$work/pod$v"
+for place in "${places[@]}"; do
+  read -r p dir <<<"$place"
+  for v in "${sizes[@]}"; do
+    # --gids: the PFs' GID tables (all slots read zero in the pod; small keeps generation fast)
+    python3 fixtures/tools/synth.py "$dir/pod$v" --pod --vfs "$v" --gids 4 >/dev/null
+    for c in topo nccl-env doctor; do
+      key="$p$v.$c"
+      args+=("$key" "$rt $c --root $dir/pod$v")
+      count_opens "$key" "$dir/pod$v" "rdmatopo $c" "$rt" "$c" --root "$dir/pod$v"
+    done
+    # The one listing that grows with the host: every answer reads it (which devices
+    # exist), and the kernel's part of it is a floor no answer goes below.
+    args+=("$p$v.listing" "$work/listdir $dir/pod$v/sys/class/infiniband")
   done
-  # The one listing that grows with the host: every answer reads it (which devices
-  # exist), and the kernel's part of it is a floor no answer goes below.
-  args+=("B$v.listing" "$work/listdir $work/pod$v/sys/class/infiniband")
 done
 bench "$work/B.json" "${args[@]}"
-report B "$work/B.json" "${sizes[@]}"
+report B "$work/B.json" B "on disk ($(df --output=fstype "$work" | tail -1) under $(dirname "$work"))" "${sizes[@]}"
+if [ -n "$mem" ]; then
+  report B "$work/B.json" M "in memory (tmpfs, /dev/shm)" "${sizes[@]}"
+else
+  echo
+  echo "(/dev/shm is no tmpfs here: no hosts in memory.)"
+fi
 
 # Instructions (callgrind, where valgrind is installed): the same runs counted instead of
 # timed, so that a growth of a few percent is not lost in a shared machine's noise.

@@ -39,7 +39,7 @@ pub mod view;
 
 pub use discover::{
     CrossCheck, DeviceFacts, DiscoverError, Discoverer, Focus, GidFacts, HostFacts, Narrowing,
-    Needs, NetdevFacts, PciFacts,
+    Needs, NetdevFacts, OtherNames, PciFacts,
 };
 pub use model::Topology;
 pub use sysfs::Sysfs;
@@ -168,7 +168,7 @@ fn owned_focus(topo: &Topology) -> Option<discover::Focus> {
     // holds no uverbs node of theirs (each node present was traced to a candidate).
     // A container that owns none is read whole: why none opens (no node, no ib_uverbs)
     // is told by the other devices' verbs devices.
-    let others_told = topo.other_rdma_devices().is_empty()
+    let others_told = topo.other_rdma_device_count() == 0
         || (topo.process.dev_listed && !owned.owned_rdma().is_empty());
     (owned.context.is_container() && owned.certain && others_told).then(|| discover::Focus {
         rdma_devices: owned.owned_rdma().into_iter().collect(),

@@ -425,18 +425,35 @@ fn nccl_envs_needs_give_the_whole_plan_on_every_fixture() {
             // The same devices in view; only `doctor` reads the functions beside a GPU
             // (and holds their RDMA devices as records rather than names).
             let devices = |t: &Topology| {
-                let mut names: Vec<String> =
-                    t.rdma_devices.iter().map(|d| d.name.clone()).collect();
-                names.extend(t.other_rdma_devices().iter().cloned());
-                names.sort();
                 let view = t.view.clone().map(|mut v| {
                     v.pci.clear();
                     v.other_rdma_devices.clear();
+                    v.unnamed_rdma_devices = 0;
                     v
                 });
-                (view, names)
+                (view, t.rdma_device_count())
             };
             assert_eq!(devices(&nccl), devices(&whole), "{name} {view:?}: the view");
+            // Of the devices it does not hold, `nccl-env` names the first (its note
+            // shows four at most) and counts the rest.
+            let mut not_held: Vec<String> = whole
+                .rdma_devices
+                .iter()
+                .map(|d| d.name.clone())
+                .chain(whole.other_rdma_devices().iter().cloned())
+                .filter(|n| nccl.rdma_device(n).is_none())
+                .collect();
+            not_held.sort_by(|a, b| rdmatopo::parse::natural_cmp(a, b));
+            let named = nccl.other_rdma_devices();
+            assert!(
+                not_held.starts_with(named) && named.len() <= 4,
+                "{name} {view:?}: named {named:?}, not held {not_held:?}"
+            );
+            assert_eq!(
+                nccl.other_rdma_device_count(),
+                not_held.len(),
+                "{name} {view:?}: the devices not held"
+            );
             // What the plan groups ports into adapters by, where their functions do not
             // tell (Socket Direct, Multi-Host): no fixture's plan turns on it alone, so
             // it is compared itself, for every device the plan weighs.

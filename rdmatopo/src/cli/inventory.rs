@@ -85,7 +85,7 @@ fn context_section(s: &mut String, topo: &Topology, view: &ContainerView) {
             s,
             "  GPUs: {}; RDMA devices: {}; netdevs: {}",
             tally(view.gpus.iter().map(|o| o.state).collect()),
-            match topo.other_rdma_devices().len() {
+            match topo.other_rdma_device_count() {
                 0 => tally(view.rdma.iter().map(|o| o.state).collect()),
                 n => format!(
                     "{}, {n} named only",
@@ -169,14 +169,14 @@ fn table(topo: &Topology, view: &ContainerView) -> String {
     }
     let _ = writeln!(s, "\nRDMA devices:");
     let others = topo.other_rdma_devices();
-    if !others.is_empty() {
+    let count = topo.other_rdma_device_count();
+    if count > 0 {
         let shown = others.len().min(8);
         let _ = writeln!(
             s,
-            "  {} other device(s), named only (another container's): {}{}",
-            others.len(),
+            "  {count} other device(s), named only (another container's): {}{}",
             others[..shown].join(" "),
-            if shown < others.len() { " …" } else { "" }
+            if shown < count { " …" } else { "" }
         );
     }
     for d in &topo.rdma_devices {

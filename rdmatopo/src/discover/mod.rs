@@ -10,7 +10,7 @@ mod pci;
 mod qos;
 mod rdma;
 
-pub use needs::{DeviceFacts, GidFacts, HostFacts, Needs, NetdevFacts, PciFacts};
+pub use needs::{DeviceFacts, GidFacts, HostFacts, Needs, NetdevFacts, OtherNames, PciFacts};
 
 use crate::model::{DetailView, Diagnostic, Process, Severity, Topology};
 use crate::parse::PciAddr;
@@ -337,7 +337,7 @@ impl<'a> Discoverer<'a> {
             } else {
                 Default::default()
             };
-            rdma::hold_others(topo, &beside.devices);
+            rdma::hold_others(&ctx, topo, &beside.devices);
             functions.extend(beside.placed);
             let mut detailed = pci::read_focus(&mut ctx, topo, functions);
             detailed.extend(beside.read);
@@ -363,7 +363,7 @@ impl<'a> Discoverer<'a> {
             })
             .filter(|(name, _)| !focus.rdma_devices.contains(name))
             .collect();
-        rdma::hold_others(topo, &under_pfs);
+        rdma::hold_others(&ctx, topo, &under_pfs);
         let pf_devices: BTreeSet<String> = under_pfs
             .into_iter()
             .map(|(name, _)| name)
@@ -394,6 +394,7 @@ impl<'a> Discoverer<'a> {
         }
         pci::fill_gpus(topo);
         self.run_cross_check(&mut ctx, topo);
+        let outline = topo.view.take().unwrap_or_default();
         topo.view = Some(DetailView {
             rdma_devices: topo
                 .rdma_devices
@@ -410,11 +411,8 @@ impl<'a> Discoverer<'a> {
             pf_rdma_devices: pf_devices.into_iter().collect(),
             pci: detailed.into_iter().collect(),
             reason: focus.reason.clone(),
-            other_rdma_devices: topo
-                .view
-                .take()
-                .map(|v| v.other_rdma_devices)
-                .unwrap_or_default(),
+            other_rdma_devices: outline.other_rdma_devices,
+            unnamed_rdma_devices: outline.unnamed_rdma_devices,
         });
         topo.diagnostics = ctx.diags;
         Ok(())

@@ -46,6 +46,25 @@ pub struct Needs {
     /// Inside a container, the functions below the root port of an owned GPU whose NICs
     /// are all elsewhere (the nearer NIC and the switch ports a distance check weighs).
     pub beside: bool,
+    /// Inside a container, which names of the RDMA devices it does not own an owned
+    /// view keeps (it always knows how many there are).
+    pub others: OtherNames,
+}
+
+/// Which names of the RDMA devices a container does not own its owned view keeps
+/// ([`Needs::others`], [`crate::model::DetailView::other_rdma_devices`]). Each is an
+/// entry of the host's `/sys/class/infiniband`, hundreds on a host of SR-IOV pods: a
+/// name kept costs a `String` and its place in a sort, a name counted costs neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtherNames {
+    /// None: how many there are (`topo`'s header, "2 of 28 RDMA devices").
+    None,
+    /// The first `n` in natural order, and how many (a note that names a few, as
+    /// `nccl-env`'s does).
+    First(usize),
+    /// Every one: what asks about a device by name (`gids --device`) and what lists
+    /// them all (`doctor`, `inventory`, the faces).
+    All,
 }
 
 /// How much of a PCI function a read takes ([`Needs::pci`]).
@@ -160,6 +179,7 @@ impl Needs {
         qos: true,
         cross_check: true,
         beside: true,
+        others: OtherNames::All,
     };
 
     /// Nothing: a start for stating needs field by field.
@@ -179,6 +199,7 @@ impl Needs {
         qos: false,
         cross_check: false,
         beside: false,
+        others: OtherNames::None,
     };
 
     /// `topo` on a host: the GPU/NIC affinity matrix and the host/container decision.
@@ -208,6 +229,7 @@ impl Needs {
         ports: true,
         gids: GidFacts::Whole,
         netdevs: NetdevFacts::Outline,
+        others: OtherNames::All,
         ..Self::NONE
     };
 
@@ -217,6 +239,7 @@ impl Needs {
         ports: true,
         gids: GidFacts::UpToNetdev,
         netdevs: NetdevFacts::Printed,
+        others: OtherNames::All,
         ..Self::NONE
     };
 
@@ -240,6 +263,9 @@ impl Needs {
         limits: false,
         cross_check: false,
         beside: false,
+        // Its note names the first four of the devices left out
+        // (`view::words::SHORT_LIST`).
+        others: OtherNames::First(4),
         ..Self::ALL
     };
 

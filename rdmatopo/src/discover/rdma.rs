@@ -1,7 +1,7 @@
 //! RDMA devices (`/sys/class/infiniband`), their ports and GID tables.
 
 use super::ctx::Ctx;
-use super::needs::{DeviceFacts, GidFacts};
+use super::needs::{DeviceFacts, GidFacts, OtherNames};
 use crate::model::{DetailView, Diagnostic, Gid, Port, RdmaDevice, Severity, Topology};
 use crate::parse::{
     GidType, LinkLayer, PciAddr, format_gid, gid_ipv4, gid_is_zero, parse_gid, parse_gid_type,
@@ -84,45 +84,106 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
         .iter()
         .flat_map(|p| ctx.fs.list_opt(&join(p, "infiniband")).unwrap_or_default())
         .collect();
-    let names = match ctx.fs.list_names(CLASS_DIR) {
-        Ok(names) => names,
-        Err(e) if e.is_not_found() => Vec::new(),
-        Err(e) => {
-            ctx.unreadable(&e);
-            Vec::new()
+    // The candidates present are read in outline; every other device is counted, and
+    // named as far as the answer needs ([`OtherNames`]).
+    let mut present: Vec<String> = Vec::new();
+    let mut others = Others::new(ctx.needs.others);
+    match ctx.fs.visit_names(CLASS_DIR, |name| {
+        if candidates.contains(name) {
+            present.push(name.to_owned());
+        } else {
+            others.count(name);
         }
-    };
-    let (mut devices, mut others): (Vec<RdmaDevice>, Vec<String>) = (Vec::new(), Vec::new());
-    for name in names {
-        if !candidates.contains(&name) {
-            others.push(name);
-            continue;
-        }
-        let dir = join(CLASS_DIR, &name);
-        let pci = pci_of(ctx, &dir);
-        let uverbs = uverbs_beside(ctx, &dir);
-        devices.push(RdmaDevice {
-            uverbs,
-            ..RdmaDevice::named(name, pci)
-        });
+    }) {
+        Ok(()) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => ctx.unreadable(&e),
     }
+    let mut devices: Vec<RdmaDevice> = present
+        .into_iter()
+        .map(|name| {
+            let dir = join(CLASS_DIR, &name);
+            let pci = pci_of(ctx, &dir);
+            let uverbs = uverbs_beside(ctx, &dir);
+            RdmaDevice {
+                uverbs,
+                ..RdmaDevice::named(name, pci)
+            }
+        })
+        .collect();
     devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
-    sort_natural_by(&mut others, String::as_str);
     // The PCI outline places what this container names and its candidates' functions.
     functions.extend(devices.iter().filter_map(|d| d.pci));
     ctx.named_functions = functions;
     topo.rdma_devices = devices;
     // An outline holds no device in full (the focus is read after).
+    let (other_rdma_devices, unnamed_rdma_devices) = others.finish();
     topo.view = Some(DetailView {
-        other_rdma_devices: others,
+        other_rdma_devices,
+        unnamed_rdma_devices,
         ..DetailView::default()
     });
+}
+
+/// The devices of a listing that are no candidate: how many, and the names
+/// [`OtherNames`] keeps.
+struct Others {
+    keep: OtherNames,
+    /// In natural order but under [`OtherNames::All`] (sorted once, at the end).
+    names: Vec<String>,
+    count: usize,
+}
+
+impl Others {
+    fn new(keep: OtherNames) -> Self {
+        Self {
+            keep,
+            names: Vec::new(),
+            count: 0,
+        }
+    }
+
+    fn count(&mut self, name: &str) {
+        self.count += 1;
+        match self.keep {
+            OtherNames::None => {}
+            OtherNames::All => self.names.push(name.to_owned()),
+            OtherNames::First(n) => {
+                // Most names of a long listing come after those kept: one comparison
+                // tells.
+                let full = self.names.len() == n;
+                if full
+                    && self
+                        .names
+                        .last()
+                        .is_none_or(|l| natural_cmp(l, name).is_lt())
+                {
+                    return;
+                }
+                let at = self.names.partition_point(|k| natural_cmp(k, name).is_lt());
+                if at < n {
+                    self.names.truncate(n - 1);
+                    self.names.insert(at, name.to_owned());
+                }
+            }
+        }
+    }
+
+    /// The names kept, in natural order, and how many were not kept.
+    fn finish(mut self) -> (Vec<String>, usize) {
+        if self.keep == OtherNames::All {
+            sort_natural_by(&mut self.names, String::as_str);
+        }
+        let unnamed = self.count - self.names.len();
+        (self.names, unnamed)
+    }
 }
 
 /// Take `devices` (each with the function it sits under) out of the outline's other
 /// devices into the model, in outline, to be read in part: the RDMA devices of a VF's
 /// PF, those beside a far GPU. Those not among the other devices are left as they are.
-pub(super) fn hold_others(topo: &mut Topology, devices: &[(String, PciAddr)]) {
+/// One that was only counted ([`OtherNames`]) is found in the listing's directory.
+pub(super) fn hold_others(ctx: &Ctx, topo: &mut Topology, devices: &[(String, PciAddr)]) {
     let Some(view) = topo.view.as_mut() else {
         return;
     };
@@ -132,6 +193,16 @@ pub(super) fn hold_others(topo: &mut Topology, devices: &[(String, PciAddr)]) {
         taken.extend(held.cloned());
         held.is_none()
     });
+    for (name, pci) in devices {
+        if view.unnamed_rdma_devices > 0
+            && !taken.iter().any(|(t, _)| t == name)
+            && !topo.rdma_devices.iter().any(|d| &d.name == name)
+            && ctx.fs.exists(&join(CLASS_DIR, name))
+        {
+            view.unnamed_rdma_devices -= 1;
+            taken.push((name.clone(), *pci));
+        }
+    }
     for (name, pci) in taken {
         let at = topo
             .rdma_devices
@@ -414,6 +485,44 @@ pub(super) fn link_port_netdevs(topo: &mut Topology) {
                     .map(|n| n.name.clone()),
                 many => many.first().map(|n| n.name.clone()),
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(keep: OtherNames, listing: &[String]) -> (Vec<String>, usize) {
+        let mut others = Others::new(keep);
+        listing.iter().for_each(|n| others.count(n));
+        others.finish()
+    }
+
+    proptest::proptest! {
+        /// Whatever order the listing comes in, the names kept are the first in natural
+        /// order, and the rest are counted.
+        #[test]
+        fn others_keep_the_first_names_and_count_the_rest(
+            listing in proptest::collection::btree_set("mlx5_[0-9]{1,3}|mlx5_bond_[0-9]", 0..40),
+            seed in 0u64..1000,
+            n in 0usize..6,
+        ) {
+            let mut shuffled: Vec<String> = listing.into_iter().collect();
+            // Rotate and reverse by the seed: an order that is no sort.
+            let len = shuffled.len().max(1);
+            shuffled.rotate_left(seed as usize % len);
+            if seed % 2 == 1 {
+                shuffled.reverse();
+            }
+            let mut sorted = shuffled.clone();
+            sorted.sort_by(|a, b| natural_cmp(a, b));
+            let all = kept(OtherNames::All, &shuffled);
+            proptest::prop_assert_eq!(&all, &(sorted.clone(), 0));
+            let first = kept(OtherNames::First(n), &shuffled);
+            let head = sorted[..n.min(sorted.len())].to_vec();
+            proptest::prop_assert_eq!(first, (head.clone(), sorted.len() - head.len()));
+            proptest::prop_assert_eq!(kept(OtherNames::None, &shuffled), (Vec::new(), sorted.len()));
         }
     }
 }

@@ -97,9 +97,18 @@ pub struct DetailView {
     /// Why the view was narrowed, for a header.
     pub reason: String,
     /// The other RDMA devices in `/sys/class/infiniband` (other containers'), by name
-    /// only, in model order: listed, never read.
+    /// only, in model order: listed, never read. All of them, or the first few where
+    /// the answer read shows no more (the rest are counted in `unnamed_rdma_devices`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_rdma_devices: Vec<String>,
+    /// How many other RDMA devices follow those of `other_rdma_devices`, counted in the
+    /// listing and not named (0 where every one is named).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unnamed_rdma_devices: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Topology {
@@ -134,16 +143,25 @@ impl Topology {
     }
 
     /// The RDMA devices of the machine the model names but does not hold (another
-    /// container's, in an owned view): [`DetailView::other_rdma_devices`].
+    /// container's, in an owned view): [`DetailView::other_rdma_devices`], all of them
+    /// or the first few ([`Topology::other_rdma_device_count`] says how many there are).
     pub fn other_rdma_devices(&self) -> &[String] {
         self.view
             .as_ref()
             .map_or(&[], |v| v.other_rdma_devices.as_slice())
     }
 
-    /// How many RDMA devices the machine shows: those held and those only named.
+    /// How many RDMA devices of the machine the model does not hold: those named in
+    /// [`DetailView::other_rdma_devices`] and those only counted.
+    pub fn other_rdma_device_count(&self) -> usize {
+        self.view
+            .as_ref()
+            .map_or(0, |v| v.other_rdma_devices.len() + v.unnamed_rdma_devices)
+    }
+
+    /// How many RDMA devices the machine shows: those held and those not.
     pub fn rdma_device_count(&self) -> usize {
-        self.rdma_devices.len() + self.other_rdma_devices().len()
+        self.rdma_devices.len() + self.other_rdma_device_count()
     }
 
     /// Whether the model holds RDMA device `name` in full (every device of a whole read).

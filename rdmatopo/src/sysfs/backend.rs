@@ -30,9 +30,15 @@ pub trait Backend: Send + Sync {
     /// capacity is reused). A final symlink is not followed (`ELOOP`, as with
     /// `O_NOFOLLOW`); anything else that is not a file is `InvalidInput`.
     fn read_file(&self, path: &str, limit: usize, buf: &mut Vec<u8>) -> io::Result<()>;
-    /// Names in a directory, unsorted, each with its kind when the listing tells it
-    /// for free (`d_type`).
-    fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>>;
+    /// Each name in a directory (not `.` or `..`), unsorted, handed to `visit` with its
+    /// kind when the listing tells it for free (`d_type`); `visit` returns `false` to
+    /// stop. Nothing is kept: a caller that only counts a host's hundreds of other pods'
+    /// devices allocates nothing for them.
+    fn visit_dir(
+        &self,
+        path: &str,
+        visit: &mut dyn FnMut(&str, Option<EntryKind>) -> bool,
+    ) -> io::Result<()>;
     /// Whether [`Backend::read_file`] itself refuses a symlink anywhere on the path and
     /// any step out of the root, so a path taken from link targets may be read without
     /// checking it component by component first.
@@ -355,18 +361,21 @@ impl Backend for DirBackend {
         })
     }
 
-    fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>> {
+    fn visit_dir(
+        &self,
+        path: &str,
+        visit: &mut dyn FnMut(&str, Option<EntryKind>) -> bool,
+    ) -> io::Result<()> {
         // Beneath the root without following symlinks, as files are read.
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let dir = match self.open_beneath(path, flags) {
             Some(opened) => opened?,
             None => rfs::openat(self.root()?, relative(path)?, flags, Mode::empty())?,
         };
-        // Names straight from the kernel's records into the list: a host's listing is
-        // hundreds of other pods' devices, each of which costs one `String` here.
+        // Names straight from the kernel's records: a host's listing is hundreds of
+        // other pods' devices.
         let mut buf = Vec::with_capacity(LISTING_BUFFER);
         let mut records = rfs::RawDir::new(dir, buf.spare_capacity_mut());
-        let mut entries = Vec::new();
         while let Some(record) = records.next() {
             let record = record?;
             let name = record.file_name().to_bytes();
@@ -378,13 +387,15 @@ impl Backend for DirBackend {
                 rfs::FileType::Unknown => None,
                 known => Some(entry_kind(known)),
             };
-            let name = match std::str::from_utf8(name) {
-                Ok(name) => name.to_owned(),
-                Err(_) => String::from_utf8_lossy(name).into_owned(),
+            let more = match std::str::from_utf8(name) {
+                Ok(name) => visit(name, kind),
+                Err(_) => visit(&String::from_utf8_lossy(name), kind),
             };
-            entries.push((name, kind));
+            if !more {
+                break;
+            }
         }
-        Ok(entries)
+        Ok(())
     }
 }
 

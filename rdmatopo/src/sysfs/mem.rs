@@ -143,7 +143,11 @@ impl Backend for MemTree {
         }
     }
 
-    fn list_dir(&self, path: &str) -> io::Result<Vec<(String, Option<EntryKind>)>> {
+    fn visit_dir(
+        &self,
+        path: &str,
+        visit: &mut dyn FnMut(&str, Option<EntryKind>) -> bool,
+    ) -> io::Result<()> {
         let dir = normalize(path);
         match self.get(&dir)? {
             MemEntry::Dir => {}
@@ -154,16 +158,17 @@ impl Backend for MemTree {
         } else {
             format!("{dir}/")
         };
-        Ok(self
+        for (k, e) in self
             .entries
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
-            .filter_map(|(k, e)| {
-                let rest = &k[prefix.len()..];
-                (!rest.is_empty() && !rest.contains('/'))
-                    .then(|| (rest.to_string(), Some(kind_of(e))))
-            })
-            .collect())
+        {
+            let rest = &k[prefix.len()..];
+            if !rest.is_empty() && !rest.contains('/') && !visit(rest, Some(kind_of(e))) {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -758,16 +758,39 @@ impl Sysfs {
         Ok(entries.into_iter().map(|(name, _)| name).collect())
     }
 
+    /// Each name in a directory (at most [`MAX_DIR_ENTRIES`]), in the directory's own
+    /// order, handed to `visit` and not kept: for a listing whose names are only
+    /// counted or compared (`/sys/class/infiniband` in a pod, where hundreds of devices
+    /// are other pods').
+    pub fn visit_names(&self, path: &str, mut visit: impl FnMut(&str)) -> Result<(), SysfsError> {
+        self.visit_entries(path, |name, _| visit(name)).map(|_| ())
+    }
+
     /// The directory's real path and its entries (at most [`MAX_DIR_ENTRIES`]), unsorted.
     fn entries(&self, path: &str) -> Result<(String, Vec<Entry>), SysfsError> {
+        let mut entries = Vec::new();
+        let real = self.visit_entries(path, |name, kind| entries.push((name.to_owned(), kind)))?;
+        Ok((real, entries))
+    }
+
+    /// The directory's real path, each of its first [`MAX_DIR_ENTRIES`] entries handed
+    /// to `visit`.
+    fn visit_entries(
+        &self,
+        path: &str,
+        mut visit: impl FnMut(&str, Option<EntryKind>),
+    ) -> Result<String, SysfsError> {
         self.note(path);
         let real = self.checked(path)?;
-        let mut entries = self
-            .backend
-            .list_dir(&real)
+        let mut left = MAX_DIR_ENTRIES;
+        self.backend
+            .visit_dir(&real, &mut |name, kind| {
+                visit(name, kind);
+                left -= 1;
+                left > 0
+            })
             .map_err(|e| SysfsError::from_io(path, e))?;
-        entries.truncate(MAX_DIR_ENTRIES);
-        Ok((real, entries))
+        Ok(real)
     }
 
     /// How many entries a table numbered from `0` holds (a port's `gids`: the kernel

@@ -15,7 +15,7 @@ use super::container::{ContainerView, Ownership};
 use super::error::ViewError;
 use super::gid::{GidChoice, choose_gid, is_roce, unusable_reason};
 use super::naming::GpuNames;
-use super::words::list_short;
+use super::words::{list_short, list_short_counted};
 use crate::model::{
     Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, PciFunction, Port, RdmaDevice, Topology,
 };
@@ -633,11 +633,12 @@ fn select_ports<'t>(
 
     // With those an owned view only names.
     let others = merge_natural(others, topo.other_rdma_devices());
+    let unnamed = topo.other_rdma_device_count() - topo.other_rdma_devices().len();
     if !others.is_empty() {
         notes.push(format!(
             "RDMA devices of another container are left out ({}; their /dev/infiniband nodes or netdevs are not here): {}",
             view.context,
-            list_short(&others)
+            list_short_counted(&others, unnamed)
         ));
     }
     if !assumed.is_empty() {
