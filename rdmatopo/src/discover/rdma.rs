@@ -92,7 +92,7 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
         if candidates.contains(name) {
             present.push(name.to_owned());
         } else {
-            others.count(name);
+            others.add(name);
         }
     }) {
         Ok(()) => {}
@@ -131,7 +131,8 @@ struct Others {
     keep: OtherNames,
     /// In natural order but under [`OtherNames::All`] (sorted once, at the end).
     names: Vec<String>,
-    count: usize,
+    /// Every name added, kept or not.
+    seen: usize,
 }
 
 impl Others {
@@ -139,12 +140,12 @@ impl Others {
         Self {
             keep,
             names: Vec::new(),
-            count: 0,
+            seen: 0,
         }
     }
 
-    fn count(&mut self, name: &str) {
-        self.count += 1;
+    fn add(&mut self, name: &str) {
+        self.seen += 1;
         match self.keep {
             OtherNames::None => {}
             OtherNames::All => self.names.push(name.to_owned()),
@@ -174,7 +175,7 @@ impl Others {
         if self.keep == OtherNames::All {
             sort_natural_by(&mut self.names, String::as_str);
         }
-        let unnamed = self.count - self.names.len();
+        let unnamed = self.seen - self.names.len();
         (self.names, unnamed)
     }
 }
@@ -495,7 +496,7 @@ mod tests {
 
     fn kept(keep: OtherNames, listing: &[String]) -> (Vec<String>, usize) {
         let mut others = Others::new(keep);
-        listing.iter().for_each(|n| others.count(n));
+        listing.iter().for_each(|n| others.add(n));
         others.finish()
     }
 
