@@ -749,15 +749,6 @@ impl Sysfs {
         Ok(names)
     }
 
-    /// Names in the directory's own order (the caller orders them), without remembering
-    /// what kind each entry is: for a long listing of which few entries are resolved
-    /// after (`/sys/class/infiniband` in a pod, where hundreds of devices are other
-    /// pods'), remembering would cost more than it saves.
-    pub fn list_names(&self, path: &str) -> Result<Vec<String>, SysfsError> {
-        let (_, entries) = self.entries(path)?;
-        Ok(entries.into_iter().map(|(name, _)| name).collect())
-    }
-
     /// Each name in a directory (at most [`MAX_DIR_ENTRIES`]), in the directory's own
     /// order, handed to `visit` and not kept: for a listing whose names are only
     /// counted or compared (`/sys/class/infiniband` in a pod, where hundreds of devices
