@@ -167,68 +167,77 @@ fn goldens() {
         "no fixtures found under {}",
         fixtures_dir().display()
     );
-    let mut failures = Vec::new();
-    for fixture in &fixtures {
-        let expected_dir = fixture.join("expected");
-        for (default_file, file) in ALL_CASES {
-            let (_, args) = CASES
-                .iter()
-                .find(|(f, _)| f == default_file)
-                .expect("an --all case names a case");
-            let mut args = args.to_vec();
-            args.push("--all");
-            let actual = run_case(fixture, &args);
-            let path = expected_dir.join(file);
-            let default_path = expected_dir.join(default_file);
-            if bless {
-                if actual == run_case(fixture, &args[..args.len() - 1]) {
-                    let _ = std::fs::remove_file(&path);
-                } else {
-                    // A new fixture has no expected/ yet.
-                    std::fs::create_dir_all(&expected_dir).unwrap();
-                    std::fs::write(&path, &actual).unwrap();
-                }
-                continue;
-            }
-            let expected = std::fs::read_to_string(&path)
-                .or_else(|_| std::fs::read_to_string(&default_path))
-                .unwrap_or_default();
-            if expected != actual {
-                failures.push(format!(
-                    "{} (`--all`): differs\n{}",
-                    path.display(),
-                    first_difference(&expected, &actual)
-                ));
-            }
-        }
-        for (file, args) in CASES {
-            let actual = run_case(fixture, args);
-            let path = expected_dir.join(file);
-            if bless {
-                std::fs::create_dir_all(&expected_dir).unwrap();
-                std::fs::write(&path, &actual).unwrap();
-                continue;
-            }
-            match std::fs::read_to_string(&path) {
-                Ok(expected) if expected == actual => {}
-                Ok(expected) => failures.push(format!(
-                    "{}: differs\n{}",
-                    path.display(),
-                    first_difference(&expected, &actual)
-                )),
-                Err(_) => failures.push(format!(
-                    "{}: missing (run with RDMATOPO_BLESS=1)",
-                    path.display()
-                )),
-            }
-        }
-    }
+    // Fixtures side by side: each case is a process, and a fixture's cases one thread's.
+    let failures: Vec<String> = support::par_map(&fixtures, |f| check_fixture(f, bless))
+        .into_iter()
+        .flatten()
+        .collect();
     assert!(
         failures.is_empty(),
         "{} golden mismatches:\n{}",
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Every case of one fixture against its expected files (or, blessing, written to them):
+/// what differs.
+fn check_fixture(fixture: &Path, bless: bool) -> Vec<String> {
+    let mut failures = Vec::new();
+    let expected_dir = fixture.join("expected");
+    for (default_file, file) in ALL_CASES {
+        let (_, args) = CASES
+            .iter()
+            .find(|(f, _)| f == default_file)
+            .expect("an --all case names a case");
+        let mut args = args.to_vec();
+        args.push("--all");
+        let actual = run_case(fixture, &args);
+        let path = expected_dir.join(file);
+        let default_path = expected_dir.join(default_file);
+        if bless {
+            if actual == run_case(fixture, &args[..args.len() - 1]) {
+                let _ = std::fs::remove_file(&path);
+            } else {
+                // A new fixture has no expected/ yet.
+                std::fs::create_dir_all(&expected_dir).unwrap();
+                std::fs::write(&path, &actual).unwrap();
+            }
+            continue;
+        }
+        let expected = std::fs::read_to_string(&path)
+            .or_else(|_| std::fs::read_to_string(&default_path))
+            .unwrap_or_default();
+        if expected != actual {
+            failures.push(format!(
+                "{} (`--all`): differs\n{}",
+                path.display(),
+                first_difference(&expected, &actual)
+            ));
+        }
+    }
+    for (file, args) in CASES {
+        let actual = run_case(fixture, args);
+        let path = expected_dir.join(file);
+        if bless {
+            std::fs::create_dir_all(&expected_dir).unwrap();
+            std::fs::write(&path, &actual).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(expected) if expected == actual => {}
+            Ok(expected) => failures.push(format!(
+                "{}: differs\n{}",
+                path.display(),
+                first_difference(&expected, &actual)
+            )),
+            Err(_) => failures.push(format!(
+                "{}: missing (run with RDMATOPO_BLESS=1)",
+                path.display()
+            )),
+        }
+    }
+    failures
 }
 
 fn first_difference(expected: &str, actual: &str) -> String {

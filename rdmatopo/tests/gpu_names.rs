@@ -64,18 +64,18 @@ fn names_of(text: &str, pci: &str) -> BTreeSet<String> {
 #[test]
 fn every_command_names_a_pods_gpus_alike() {
     let fixtures = support::fixtures_dir();
-    let mut pods = 0;
-    for entry in std::fs::read_dir(&fixtures).unwrap() {
-        let dir = entry.unwrap().path();
+    let pods: Vec<_> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|dir| {
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("pod-"))
+                && dir.join("root").is_dir()
+        })
+        .collect();
+    support::par_map(&pods, |dir| {
         let root = dir.join("root");
-        let is_pod = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("pod-"));
-        if !is_pod || !root.is_dir() {
-            continue;
-        }
-        pods += 1;
         let topo = rdmatopo::discover_in(Some(&root), rdmatopo::View::Owned).unwrap();
         let names = rdmatopo::view::GpuNames::of(&topo);
         // The numbering is the container's, not the read's: a whole read numbers alike.
@@ -113,8 +113,8 @@ fn every_command_names_a_pods_gpus_alike() {
                 }
             }
         }
-    }
-    assert!(pods > 5, "only {pods} pod fixtures found");
+    });
+    assert!(pods.len() > 5, "only {} pod fixtures found", pods.len());
 }
 
 /// The case: the pod was given the host's GPU 5; its nvidia-smi calls it GPU0.

@@ -33,7 +33,7 @@ fn json_without_root(t: &rdmatopo::Topology) -> serde_json::Value {
 fn every_fixture_round_trips() {
     let fixtures = fixtures();
     assert!(!fixtures.is_empty(), "no fixtures");
-    for f in fixtures {
+    support::par_map(&fixtures, |f| {
         let fs = Sysfs::at(f.join("root")).recording();
         let topo = rdmatopo::discover_fs(&fs).unwrap();
         let capture = Capture::from_journal(&fs, &topo);
@@ -123,7 +123,7 @@ fn every_fixture_round_trips() {
                 f.display()
             );
         }
-    }
+    });
 }
 
 fn untarred_is_a_root(bytes: &[u8], topo: &rdmatopo::Topology) {
@@ -150,7 +150,7 @@ fn every_fixture_answers_each_read_from_its_snapshot() {
         let names: Vec<&str> = t.rdma_devices.iter().map(|d| d.name.as_str()).collect();
         (serde_json::to_value(&t.gpus).unwrap(), names.join(" "))
     };
-    for f in fixtures() {
+    support::par_map(&fixtures(), |f| {
         let fs = Sysfs::at(f.join("root")).recording();
         let whole = rdmatopo::discover_fs(&fs).unwrap();
         let snapshot = Capture::from_journal(&fs, &whole).to_tree();
@@ -186,5 +186,5 @@ fn every_fixture_answers_each_read_from_its_snapshot() {
                 f.display()
             );
         }
-    }
+    });
 }

@@ -47,3 +47,36 @@ pub fn without_pci_uevents(tree: &rdmatopo::sysfs::MemTree) -> rdmatopo::sysfs::
     }
     without
 }
+
+/// `f` of each item, on as many threads as the machine has (no more than the items), in
+/// the items' order. A test that runs the command over every fixture is one test, and
+/// `cargo test` runs one test binary at a time: alone, it would keep one core busy.
+/// A panic in `f` fails the test, as it would on the test's own thread.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(items.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::with_capacity(items.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let result = f(item);
+                    done.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((i, result));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
