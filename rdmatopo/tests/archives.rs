@@ -55,26 +55,19 @@ fn archive_and_directory_are_the_same_machine() {
         })
         .count();
     assert!(overlays >= 10, "only {overlays} fixtures are overlays");
-    std::thread::scope(|s| {
-        for half in names.chunks(names.len().div_ceil(2)) {
-            let dir = &dir;
-            s.spawn(move || {
-                for name in half {
-                    let archive = dir.join(name).join("root.tar.gz");
-                    let tree = dir.join(name).join("root");
-                    for args in [
-                        &["inventory", "--format", "json"][..],
-                        &["doctor", "--format", "json"][..],
-                    ] {
-                        assert_eq!(
-                            run(args, &archive),
-                            run(args, &tree),
-                            "{name}: `rdmatopo {}` differs between the archive and its directory form",
-                            args.join(" ")
-                        );
-                    }
-                }
-            });
+    support::par_map(&names, |name| {
+        let archive = dir.join(name).join("root.tar.gz");
+        let tree = dir.join(name).join("root");
+        for args in [
+            &["inventory", "--format", "json"][..],
+            &["doctor", "--format", "json"][..],
+        ] {
+            assert_eq!(
+                run(args, &archive),
+                run(args, &tree),
+                "{name}: `rdmatopo {}` differs between the archive and its directory form",
+                args.join(" ")
+            );
         }
     });
 }
