@@ -388,6 +388,21 @@ fn binary_garbage_is_a_parse_diagnostic() {
     cli_on(&t, "inventory");
 }
 
+/// A `class` wider than the 24 bits the kernel prints: a diagnostic, and a model whose
+/// JSON reads back (the JSON's `class` holds 24 bits; found by the `discover` fuzzer).
+#[test]
+fn a_class_of_more_than_24_bits_is_a_parse_diagnostic() {
+    let t = DiskTree::new();
+    t.write(&format!("{PF}/class"), b"0x11258a63\n");
+    let topo = t.discover();
+    assert_eq!(
+        diag(&topo, &format!("{PF}/class")).code,
+        "unparsable-attribute"
+    );
+    let json = serde_json::to_string(&topo).unwrap();
+    assert_eq!(Topology::from_json(&json).unwrap(), topo);
+}
+
 #[test]
 fn truncated_and_empty_files() {
     let t = DiskTree::new();

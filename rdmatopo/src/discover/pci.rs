@@ -4,8 +4,8 @@ use super::ctx::Ctx;
 use super::needs::PciFacts;
 use crate::model::{Gpu, HostBridge, PciFunction, PciRole, PcieLink, Sriov, Topology};
 use crate::parse::{
-    AcsState, PciAddr, PciIds, parse_acs, parse_cpulist, parse_dec, parse_hex_u16, parse_hex_u32,
-    parse_link_speed, parse_numa_node, parse_pci_uevent,
+    AcsState, PciAddr, PciIds, parse_acs, parse_cpulist, parse_dec, parse_hex_u16,
+    parse_link_speed, parse_numa_node, parse_pci_class, parse_pci_uevent,
 };
 use crate::sources::{NVIDIA_DRIVER, NVIDIA_DRIVER_DIR};
 use crate::sysfs::{SysfsError, join};
@@ -631,7 +631,7 @@ fn read_class(ctx: &mut Ctx, path: &str, origin: impl FnOnce() -> String) -> Opt
     let file = join(path, "class");
     let e = match ctx
         .fs
-        .read_with(&file, |t| parse_hex_u32("class", super::ctx::trim_attr(t)))
+        .read_with(&file, |t| parse_pci_class(super::ctx::trim_attr(t)))
     {
         Ok(parsed) => return Some(ctx.accept(&file, parsed)),
         Err(e) => e,

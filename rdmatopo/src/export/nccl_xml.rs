@@ -614,7 +614,10 @@ impl ReadState {
             el.get(k)
                 .and_then(|v| parse_hex_u32("PCI attribute", v).ok())
         };
-        let class = hex("class").unwrap_or(0);
+        let class = el
+            .get("class")
+            .and_then(|v| crate::parse::parse_pci_class(v).ok())
+            .unwrap_or(0);
         let path = format!("{parent_path}/{addr}");
         let speed = el
             .get("link_speed")

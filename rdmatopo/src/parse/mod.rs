@@ -25,7 +25,7 @@ pub use nccl_env::{NcclPathLevel, parse_nccl_int, parse_nccl_path_level};
 pub use nccl_hca::{HcaEntry, HcaFilter, MAX_HCA_ENTRIES, MAX_HCA_NAME, parse_nccl_ib_hca};
 pub use pci::{
     LinkSpeed, PciAddr, PciIds, parse_hex_u16, parse_hex_u32, parse_link_speed, parse_numa_node,
-    parse_pci_uevent,
+    parse_pci_class, parse_pci_uevent,
 };
 pub use pcicfg::{ACS_CAP_ID, AcsFlags, AcsState, ExtCap, parse_acs, parse_ext_caps};
 pub use proc::{

@@ -241,6 +241,16 @@ pub fn parse_hex_u16(what: &'static str, text: &str) -> Result<u16, ParseError> 
     u16::try_from(v).map_err(|_| ParseError::new(what, text, "larger than 16 bits"))
 }
 
+/// Parse a function's `class` (`0x030200`): base class, subclass and programming
+/// interface, 24 bits, which the kernel prints as `0x%06x`.
+pub fn parse_pci_class(text: &str) -> Result<u32, ParseError> {
+    let v = parse_hex_u32("class", text)?;
+    if v > 0xff_ffff {
+        return Err(ParseError::new("class", text, "larger than 24 bits"));
+    }
+    Ok(v)
+}
+
 /// A function's identity as its `uevent` states it: one read instead of `class`,
 /// `vendor`, `device`, `subsystem_vendor` and `subsystem_device`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -425,6 +435,10 @@ mod tests {
         assert_eq!(parse_numa_node("1\n").unwrap(), Some(1));
         assert!(parse_numa_node("999999").is_err());
         assert_eq!(parse_hex_u32("class", "0x030200\n").unwrap(), 0x030200);
+        assert_eq!(parse_pci_class("0x030200\n").unwrap(), 0x030200);
+        assert_eq!(parse_pci_class("0xffffff").unwrap(), 0xff_ffff);
+        // The model holds 24 bits (its JSON refuses more): so does the parser.
+        assert!(parse_pci_class("0x1000000").is_err());
         assert_eq!(parse_hex_u16("vendor", "0x15b3\n").unwrap(), 0x15b3);
         assert!(parse_hex_u16("vendor", "0x115b3").is_err());
     }
