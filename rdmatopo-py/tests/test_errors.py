@@ -31,8 +31,9 @@ def test_missing_root_is_file_not_found(tmp_path: Path) -> None:
 def test_root_that_is_a_file_is_file_not_found(tmp_path: Path) -> None:
     file = tmp_path / "file"
     file.write_text("")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="not a directory, nor a .tar") as info:
         rdmatopo.discover(file)
+    assert info.value.filename == str(file)
 
 
 def test_root_without_sysfs_is_a_discovery_error(tmp_path: Path) -> None:

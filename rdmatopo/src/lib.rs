@@ -80,9 +80,15 @@ pub fn open_root(root: Option<&Path>) -> Result<Sysfs, Error> {
         }
         Some(p) => {
             if !p.is_dir() {
+                // Not found either way (what a caller catches), said as it is.
+                let what = if p.exists() {
+                    "not a directory, nor a .tar, .tar.gz or .tgz snapshot"
+                } else {
+                    "no such directory"
+                };
                 return Err(Error::Io {
                     path: p.display().to_string(),
-                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+                    source: std::io::Error::new(std::io::ErrorKind::NotFound, what),
                 });
             }
             Ok(Sysfs::at(p))

@@ -585,9 +585,25 @@ fn read_items(
     // Headers take 512 bytes per entry on top of the contents.
     let stream_limit = budget.bytes + (budget.entries as u64) * 1024;
     let mut archive = tar::Archive::new(reader.take(stream_limit));
-    let io = |e: std::io::Error| SnapshotError::Io {
-        path: label.to_string(),
-        source: e,
+    // An error the system did not give (a stream that ends early, a header that does
+    // not decode) is the archive's fault, not the disk's; its message may quote the
+    // archive's bytes, so it is shortened and escaped, as a parse error quotes its input.
+    let io = |e: std::io::Error| match e.raw_os_error() {
+        Some(_) => SnapshotError::Io {
+            path: label.to_string(),
+            source: e,
+        },
+        None => SnapshotError::NotASnapshot {
+            path: label.to_string(),
+            reason: format!(
+                "truncated, or not a tar archive ({})",
+                e.to_string()
+                    .chars()
+                    .take(120)
+                    .collect::<String>()
+                    .escape_debug()
+            ),
+        },
     };
     let too_large = || SnapshotError::TooLarge {
         path: label.to_string(),

@@ -189,6 +189,42 @@ fn refuses_unsafe_and_oversized_archives() {
     assert!(t.entries().any(|(p, _)| p == "/sys/class/x"));
 }
 
+/// A truncated or garbled archive is the archive's fault: "not a snapshot", naming the
+/// path, with whatever of its bytes the reader quotes escaped (no control character
+/// reaches a terminal).
+#[test]
+fn truncated_and_garbled_archives_are_not_snapshots() {
+    let whole = tar_gz(&[
+        ("sys", None),
+        ("sys/class", None),
+        ("sys/class/x", Some("1")),
+    ]);
+    let mut garbled = raw_tar("sys/x", 4, b"1234");
+    // The checksum field, as an archive of random bytes would have it.
+    garbled[148..156].copy_from_slice(b"\x1b[31m\x07\0\0");
+    let cases: [(&str, &[u8]); 3] = [
+        ("cut.tar.gz", &whole[..whole.len() / 2]),
+        ("header.tar.gz", &whole[..4]),
+        ("garbled.tar", &garbled),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let e = load(&path).unwrap_err();
+        assert!(
+            matches!(&e, SnapshotError::NotASnapshot { reason, .. } if reason.contains("truncated")),
+            "{name}: {e}"
+        );
+        let said = e.to_string();
+        assert!(said.contains(&path.display().to_string()), "{said}");
+        assert!(!said.chars().any(char::is_control), "{name}: {said:?}");
+    }
+    // The disk's own errors stay what they are.
+    let missing = dir.path().join("missing.tar.gz");
+    assert!(matches!(load(&missing), Err(SnapshotError::Io { .. })));
+}
+
 #[test]
 fn archive_names() {
     assert!(is_archive(Path::new("a/node.tar.gz")));
