@@ -305,6 +305,22 @@ fn reads_a_skeleton_with_made_up_switches() {
     assert_eq!(pref[&"0002:00:00.0".parse().unwrap()].1, PathClass::Pix);
 }
 
+/// A `class` wider than a PCI class (24 bits) reads as unknown: the model read from a
+/// file stays one whose JSON reads back.
+#[test]
+fn a_class_wider_than_24_bits_is_unknown() {
+    let x = r#"<system version="1">
+  <cpu numaid="0" affinity="0000ffff" arch="x86_64">
+    <pci busid="0000:01:00.0" class="0x1030200" link_speed="16.0 GT/s PCIe" link_width="16"/>
+  </cpu>
+</system>"#;
+    let t = read(x, "wide.xml").unwrap();
+    let f = t.pci_function("0000:01:00.0".parse().unwrap()).unwrap();
+    assert_eq!(f.class, 0);
+    let json = serde_json::to_string(&t).unwrap();
+    assert_eq!(Topology::from_json(&json).unwrap(), t);
+}
+
 #[test]
 fn rejects_what_nccl_rejects() {
     assert_eq!(
