@@ -58,6 +58,55 @@ EXTRA = {
 }
 
 
+def archive_seeds():
+    """Small snapshot archives (`archive` target): a root with a PCI function, its RDMA
+    device behind a class link and a GID, as a tar and gzipped; an overlay; an entry
+    that climbs out; an empty tar. Each under 4 KiB, the fuzzers' -max_len."""
+    import gzip
+    import io
+    import tarfile
+
+    dev = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0"
+
+    def tar(entries):
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as t:
+            for name, kind, body in entries:
+                info = tarfile.TarInfo(name)
+                info.mtime = 0
+                if kind == "dir":
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    t.addfile(info)
+                elif kind == "link":
+                    info.type, info.linkname = tarfile.SYMTYPE, body
+                    t.addfile(info)
+                else:
+                    info.size, info.mode = len(body), 0o444
+                    t.addfile(info, io.BytesIO(body))
+        # Without tarfile's padding to 10 KiB: the entries, then the two zero blocks.
+        data = out.getvalue().rstrip(b"\0")
+        return data + b"\0" * (-len(data) % 512 + 1024)
+
+    root = [
+        ("r/sys", "dir", None),
+        (f"r/{dev}/vendor", "file", b"0x15b3\n"),
+        (f"r/{dev}/infiniband/mlx5_0/ports/1/gids/0", "file", b"fe80:0000:0000:0000:0000:0000:0000:0001\n"),
+        ("r/sys/class/infiniband/mlx5_0", "link", f"../../../{dev}/infiniband/mlx5_0"),
+    ]
+    overlay = [
+        ("o/sys", "dir", None),
+        ("o/rdmatopo/overlay.json", "file", b'{"schema":"rdmatopo.overlay/1","base":"base.tar.gz","removed":[]}'),
+    ]
+    seeds = [
+        tar(root),
+        tar(overlay),
+        tar([("sys/../../etc/passwd", "file", b"root")]),
+        b"\0" * 1024,
+    ]
+    seeds += [gzip.compress(t, mtime=0) for t in seeds]
+    return [s for s in seeds if len(s) <= 4096]
+
+
 def fixture_roots():
     return sorted(p / "root" for p in FIXTURES.iterdir() if (p / "root").is_dir())
 
@@ -83,6 +132,7 @@ def collect():
                             seeds[target].add(data)
     for target, extra in EXTRA.items():
         seeds[target].update(e if isinstance(e, bytes) else e.encode() for e in extra)
+    seeds["archive"] = set(archive_seeds())
     return seeds
 
 

@@ -35,6 +35,7 @@ pub const TARGETS: &[(&str, FuzzBody)] = &[
     ("pcicfg", pcicfg),
     ("pci_uevent", pci_uevent),
     ("discover", discover),
+    ("archive", archive),
 ];
 
 /// Run the target called `name` on `data`; `false` when there is no such target.
@@ -631,6 +632,34 @@ pub fn discover(data: &[u8]) {
         return;
     };
     check_discovery(input.build());
+}
+
+/// A snapshot archive (`--root x.tar.gz`, `diff`, `cluster`: files from other machines),
+/// read as a tar and as a gzip of one: the reader returns; a tree it accepts holds only
+/// absolute paths with no `.` or `..` step, within the unpacking limits, and reads as a
+/// root does ([`check_discovery`]).
+pub fn archive(data: &[u8]) {
+    let gz = flate2::read::GzDecoder::new(data);
+    for tree in [
+        crate::snapshot::load_reader(data, "fuzz.tar"),
+        crate::snapshot::load_reader(gz, "fuzz.tar.gz"),
+    ] {
+        let Ok(tree) = tree else { continue };
+        assert!(tree.len() <= crate::snapshot::MAX_ENTRIES);
+        let mut bytes = 0u64;
+        for (path, entry) in tree.entries() {
+            assert!(path.starts_with('/'), "{path:?}");
+            assert!(
+                !path.split('/').any(|step| step == "." || step == ".."),
+                "{path:?}"
+            );
+            if let MemEntry::File(b) = entry {
+                bytes += b.len() as u64;
+            }
+        }
+        assert!(bytes <= crate::snapshot::MAX_UNPACKED_BYTES);
+        check_discovery(tree);
+    }
 }
 
 /// Discover `tree` (in both scopes) and check what every tree must give: no panic,
