@@ -6,11 +6,14 @@ plus a few hand-written forms the fixtures lack (stride cpulists, old kernels' l
 speeds, v1 cgroups). Run from anywhere; it replaces only files named seed-*.
 """
 
+import gzip
 import hashlib
+import io
 import json
 import os
 import pathlib
 import re
+import tarfile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -62,10 +65,6 @@ def archive_seeds():
     """Small snapshot archives (`archive` target): a root with a PCI function, its RDMA
     device behind a class link and a GID, as a tar and gzipped; an overlay; an entry
     that climbs out; an empty tar. Each under 4 KiB, the fuzzers' -max_len."""
-    import gzip
-    import io
-    import tarfile
-
     dev = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0"
 
     def tar(entries):
