@@ -58,6 +58,8 @@ EXTRA = {
     ],
     # Start from the built-in machine with no edits; empty root; one edit.
     "discover": [b"\x01", b"\x00", b"\x01\x00\x00\x00\x00\x05\x00\x00\x00\x00\x02"],
+    # The same on the machine with every file a whole read takes.
+    "discover_full": [b"\x01", b"\x00", b"\x01\x00\x00\x00\x00\x05\x00\x00\x00\x00\x02"],
 }
 
 

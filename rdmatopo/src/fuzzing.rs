@@ -35,6 +35,7 @@ pub const TARGETS: &[(&str, FuzzBody)] = &[
     ("pcicfg", pcicfg),
     ("pci_uevent", pci_uevent),
     ("discover", discover),
+    ("discover_full", discover_full),
     ("archive", archive),
 ];
 
@@ -435,6 +436,93 @@ const VALUES: &[&str] = &[
     "Max locked memory         unlimited            unlimited            bytes\n",
 ];
 
+/// Path components of the files only [`full_machine`] holds (QoS, config space,
+/// `uevent`, the NVIDIA driver's and the mount table's files), for `discover_full`.
+const MORE_WORDS: &[&str] = &[
+    "uevent",
+    "config",
+    "iommu_groups",
+    "qos",
+    "ecn",
+    "roce_np",
+    "roce_rp",
+    "enable",
+    "prio2buffer",
+    "buffer_size",
+    "maxrate",
+    "tc_num",
+    "tc",
+    "traffic_class",
+    "sriov",
+    "kernel",
+    "rdma_cm",
+    "default_roce_tos",
+    "default_roce_mode",
+    "cnp_dscp",
+    "rpg_ai_rate",
+    "mountinfo",
+    "gpus",
+    "information",
+    "0000:03:00.0",
+    "sys_image_guid",
+    "board_id",
+    "node_type",
+    "iflink",
+    "sriov_offset",
+    "sriov_stride",
+    "3",
+    "7",
+];
+
+/// Attribute texts of those files, as the drivers print them or almost.
+const MORE_VALUES: &[&str] = &[
+    "Global tclass=106\n",
+    "dst_ip=10.0.0.0/8,tclass=96\n",
+    "Priority\tBuffer\n0\t\t0\n1\t\t0\n2\t\t0\n3\t\t1\n4\t\t0\n5\t\t0\n6\t\t0\n7\t\t0\n",
+    "Port buffer size = 524160\nBuffer\tSize\txoff_threshold\txon_threshold\n0\t262016\t0\t\t0\n1\t262016\t160128\t\t150528\n",
+    "0 0 0 0 0 0 0 0 \n",
+    "VF         : 0\nMAC        : 02:00:00:00:00:01\nVLAN       : 5\nQoS        : 3\nSpoofCheck : ON\nTrust      : ON\n",
+    "DRIVER=mlx5_core\nPCI_CLASS=20000\nPCI_ID=15B3:1021\nPCI_SUBSYS_ID=15B3:0023\n",
+    "PCI_CLASS=30200\nPCI_ID=10DE:2330\n",
+    "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-0\nDevice Minor: \t 0\n",
+    "1290 1180 0:245 / /proc/driver/nvidia rw - tmpfs tmpfs rw\n",
+    "1291 1180 0:6 /nvidia0 /dev/nvidia0 rw - devtmpfs udev rw\n",
+];
+
+/// What a tree's edits draw on: path components and attribute texts, each a list and
+/// its continuation.
+struct Vocabulary {
+    words: [&'static [&'static str]; 2],
+    values: [&'static [&'static str]; 2],
+}
+
+impl Vocabulary {
+    /// The `discover` target's (as it has always been, so that its corpus and
+    /// regressions keep their meaning).
+    const BASE: Self = Self {
+        words: [WORDS, &[]],
+        values: [VALUES, &[]],
+    };
+    /// The `discover_full` target's.
+    const FULL: Self = Self {
+        words: [WORDS, MORE_WORDS],
+        values: [VALUES, MORE_VALUES],
+    };
+
+    fn nth(lists: &[&'static [&'static str]; 2], i: u8) -> &'static str {
+        let i = usize::from(i) % (lists[0].len() + lists[1].len());
+        lists[0]
+            .get(i)
+            .unwrap_or_else(|| &lists[1][i - lists[0].len()])
+    }
+    fn word(&self, i: u8) -> &'static str {
+        Self::nth(&self.words, i)
+    }
+    fn value(&self, i: u8) -> &'static str {
+        Self::nth(&self.values, i)
+    }
+}
+
 /// Input of the `discover` target: edits applied to an empty root or to a small,
 /// realistic machine ([`base_machine`]).
 #[derive(Debug, Arbitrary)]
@@ -504,9 +592,9 @@ pub enum Errno {
 }
 
 impl Comp {
-    fn text(&self) -> String {
+    fn text(&self, vocabulary: &Vocabulary) -> String {
         match self {
-            Self::Word(i) => WORDS[*i as usize % WORDS.len()].to_string(),
+            Self::Word(i) => vocabulary.word(*i).to_string(),
             Self::Pci {
                 domain,
                 bus,
@@ -519,11 +607,11 @@ impl Comp {
     }
 }
 
-fn path_of(comps: &[Comp]) -> String {
+fn path_of(comps: &[Comp], vocabulary: &Vocabulary) -> String {
     let mut p = String::new();
     for c in comps.iter().take(16) {
         p.push('/');
-        p.push_str(&c.text());
+        p.push_str(&c.text(vocabulary));
     }
     if p.is_empty() { "/".into() } else { p }
 }
@@ -547,16 +635,30 @@ impl TreeInput {
     /// Most edits applied; more only slow the fuzzer down without reaching new code.
     pub const MAX_EDITS: usize = 64;
 
-    /// The tree this input describes.
+    /// The tree this input describes: edits to [`base_machine`] or to an empty root.
     pub fn build(&self) -> MemTree {
+        // Built once: rebuilding it for every input halved the fuzzer's speed.
+        static BASE: std::sync::OnceLock<BTreeMap<String, MemEntry>> = std::sync::OnceLock::new();
+        self.build_on(&BASE, base_machine, &Vocabulary::BASE)
+    }
+
+    /// As [`TreeInput::build`], on [`full_machine`] and with its files' words and values.
+    pub fn build_full(&self) -> MemTree {
+        static FULL: std::sync::OnceLock<BTreeMap<String, MemEntry>> = std::sync::OnceLock::new();
+        self.build_on(&FULL, full_machine, &Vocabulary::FULL)
+    }
+
+    fn build_on(
+        &self,
+        base: &std::sync::OnceLock<BTreeMap<String, MemEntry>>,
+        machine: fn() -> MemTree,
+        vocabulary: &Vocabulary,
+    ) -> MemTree {
         let mut entries: BTreeMap<String, MemEntry> = BTreeMap::new();
         if self.start_from_base {
-            // Built once: rebuilding it for every input halved the fuzzer's speed.
-            static BASE: std::sync::OnceLock<BTreeMap<String, MemEntry>> =
-                std::sync::OnceLock::new();
-            entries = BASE
+            entries = base
                 .get_or_init(|| {
-                    base_machine()
+                    machine()
                         .entries()
                         .map(|(p, e)| (p.to_string(), e.clone()))
                         .collect()
@@ -578,15 +680,13 @@ impl TreeInput {
                     let path = match at {
                         Target::Existing(i) => pick(&entries, *i),
                         Target::Child(i, c) => pick(&entries, *i)
-                            .map(|p| format!("{}/{}", p.trim_end_matches('/'), c.text())),
-                        Target::Path(comps) => Some(path_of(comps)),
+                            .map(|p| format!("{}/{}", p.trim_end_matches('/'), c.text(vocabulary))),
+                        Target::Path(comps) => Some(path_of(comps, vocabulary)),
                     };
                     let Some(path) = path else { continue };
                     let entry = match entry {
                         Entry::Dir => MemEntry::Dir,
-                        Entry::Value(i) => {
-                            MemEntry::File(VALUES[*i as usize % VALUES.len()].as_bytes().to_vec())
-                        }
+                        Entry::Value(i) => MemEntry::File(vocabulary.value(*i).as_bytes().to_vec()),
                         Entry::Bytes(b) => MemEntry::File(b.clone()),
                         Entry::Number(n) => MemEntry::File(format!("{n}\n").into_bytes()),
                         Entry::Link { absolute, up, to } => {
@@ -598,7 +698,7 @@ impl TreeInput {
                             for _ in 0..(*up % 12) {
                                 t.push_str("../");
                             }
-                            t.push_str(path_of(to).trim_start_matches('/'));
+                            t.push_str(path_of(to, vocabulary).trim_start_matches('/'));
                             MemEntry::Symlink(t)
                         }
                         Entry::LinkToExisting(i) => match pick(&entries, *i) {
@@ -632,6 +732,16 @@ pub fn discover(data: &[u8]) {
         return;
     };
     check_discovery(input.build());
+}
+
+/// As `discover`, on [`full_machine`]: the files no answer but `doctor`, `qos` and
+/// `inventory` reads (MLNX_OFED's QoS files, config space, `uevent`, the NVIDIA driver's
+/// and the mount table's files, a verbs snapshot) edited too.
+pub fn discover_full(data: &[u8]) {
+    let Ok(input) = TreeInput::arbitrary_take_rest(Unstructured::new(data)) else {
+        return;
+    };
+    check_discovery(input.build_full());
 }
 
 /// A snapshot archive (`--root x.tar.gz`, `diff`, `cluster`: files from other machines),
@@ -765,6 +875,182 @@ pub fn base_machine() -> MemTree {
     add_numa_and_process(&mut t);
     add_nvml_snapshot(&mut t);
     t
+}
+
+/// [`base_machine`] with every file the whole read takes besides: each function's
+/// `uevent` and IOMMU group, the bridges' config space (an AER and an ACS capability),
+/// MLNX_OFED's QoS files on the PF (traffic class, ECN, port buffers, the VF's e-switch
+/// config) and the rdma_cm defaults, the mount table with the NVIDIA runtime's mounts,
+/// the NVIDIA driver's GPU information and a verbs snapshot.
+pub fn full_machine() -> MemTree {
+    let mut t = base_machine();
+    let sw = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
+    let pf = format!("{sw}/0000:02:01.0/0000:04:00.0");
+    // (function, uevent's driver, PCI_CLASS, PCI_ID, PCI_SUBSYS_ID): `pci_uevent`
+    // prints the class with `%04X`, the ids with `%04X:%04X`; the driver core puts
+    // `DRIVER=` first.
+    let functions = [
+        (
+            "/sys/devices/pci0000:00/0000:00:01.0".to_string(),
+            "pcieport",
+            "60400",
+            "1022:1483",
+            "1022:1453",
+        ),
+        (
+            sw.to_string(),
+            "pcieport",
+            "60400",
+            "1000:C030",
+            "1000:A064",
+        ),
+        (
+            format!("{sw}/0000:02:00.0"),
+            "pcieport",
+            "60400",
+            "1000:C030",
+            "1000:A064",
+        ),
+        (
+            format!("{sw}/0000:02:01.0"),
+            "pcieport",
+            "60400",
+            "1000:C030",
+            "1000:A064",
+        ),
+        (
+            format!("{sw}/0000:02:00.0/0000:03:00.0"),
+            "nvidia",
+            "30200",
+            "10DE:2330",
+            "10DE:16C1",
+        ),
+        (pf.clone(), "mlx5_core", "20000", "15B3:1021", "15B3:0041"),
+        (
+            format!("{sw}/0000:02:01.0/0000:04:00.1"),
+            "mlx5_core",
+            "20000",
+            "15B3:101E",
+            "15B3:0041",
+        ),
+        (
+            "/sys/devices/pci0000:80/0000:80:01.0".to_string(),
+            "pcieport",
+            "60400",
+            "1022:1483",
+            "1022:1453",
+        ),
+        (
+            "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0".to_string(),
+            "nvidia",
+            "30200",
+            "10DE:2330",
+            "10DE:16C1",
+        ),
+    ];
+    for (group, (path, driver, class, id, subsys)) in functions.iter().enumerate() {
+        let slot = path.rsplit('/').next().unwrap_or_default();
+        t.file(
+            &format!("{path}/uevent"),
+            &format!("DRIVER={driver}\nPCI_CLASS={class}\nPCI_ID={id}\nPCI_SUBSYS_ID={subsys}\nPCI_SLOT_NAME={slot}\n"),
+        );
+        let to = format!("/sys/kernel/iommu_groups/{group}");
+        t.dir(&to);
+        let from = format!("{path}/iommu_group");
+        t.link(&from, &relative_link(&from, &to));
+        if *class == "60400" {
+            t.insert(&format!("{path}/config"), MemEntry::File(bridge_config()));
+        }
+    }
+    let ib = format!("{pf}/infiniband/mlx5_0");
+    let eth0 = format!("{pf}/net/eth0");
+    t.file(&format!("{ib}/tc/1/traffic_class"), "Global tclass=106\n")
+        .file(&format!("{ib}/sys_image_guid"), "b8ce:f603:0012:3456\n")
+        .file(&format!("{ib}/board_id"), "MT_0000000838\n")
+        .file(&format!("{eth0}/qos/tc_num"), "8\n")
+        .file(&format!("{eth0}/qos/maxrate"), "0 0 0 0 0 0 0 0 \n")
+        .file(
+            &format!("{eth0}/qos/prio2buffer"),
+            "Priority\tBuffer\n0\t\t0\n1\t\t0\n2\t\t0\n3\t\t1\n4\t\t0\n5\t\t0\n6\t\t0\n7\t\t0\n",
+        )
+        .file(
+            &format!("{eth0}/qos/buffer_size"),
+            "Port buffer size = 524160\nBuffer\tSize\txoff_threshold\txon_threshold\n\
+             0\t262016\t0\t\t0\n1\t262016\t160128\t\t150528\n",
+        )
+        .file(&format!("{eth0}/ecn/roce_np/cnp_dscp"), "48\n")
+        .file(&format!("{eth0}/ecn/roce_rp/rpg_ai_rate"), "5\n")
+        .file(
+            &format!("{pf}/sriov/0/config"),
+            "VF         : 0\nMAC        : 02:00:00:00:00:01\nVLAN       : 0\nQoS        : 0\n\
+             VLAN Proto : N/A\nSpoofCheck : ON\nTrust      : ON\nLinkState  : Follow\n\
+             MinTxRate  : 0\nMaxTxRate  : 0\nVGT+       : OFF\n",
+        )
+        .file(
+            "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos",
+            "106\n",
+        )
+        .file(
+            "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode",
+            "RoCE v2\n",
+        );
+    for prio in 0..8 {
+        let on = if prio == 3 { "1\n" } else { "0\n" };
+        t.file(&format!("{eth0}/ecn/roce_np/enable/{prio}"), on)
+            .file(&format!("{eth0}/ecn/roce_rp/enable/{prio}"), on);
+    }
+    t.file(
+        "/proc/self/mountinfo",
+        "1180 1100 0:230 / / rw,relatime - overlay overlay rw,lowerdir=/l\n\
+         1290 1180 0:245 / /proc/driver/nvidia rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw,mode=555\n\
+         1291 1180 0:6 /nvidia0 /dev/nvidia0 rw,nosuid - devtmpfs udev rw,size=10240k\n\
+         1292 1180 253:1 /data\\040set /mnt/data\\040set rw,relatime shared:1 - ext4 /dev/vda1 rw\n",
+    )
+    .file(
+        "/proc/driver/nvidia/gpus/0000:03:00.0/information",
+        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 420\nGPU UUID: \t GPU-0\n\
+         Bus Location: \t 0000:03:00.0\nDevice Minor: \t 0\n",
+    );
+    let verbs = crate::model::VerbsSnapshot {
+        schema: crate::model::VerbsSnapshot::SCHEMA.to_string(),
+        devices: vec![crate::model::VerbsDevice {
+            name: "mlx5_0".into(),
+            max_qp: Some(131_072),
+            max_cq: Some(16_777_216),
+            max_mr: Some(16_777_216),
+            max_srq: Some(8_388_608),
+            ports: vec![crate::model::VerbsPort {
+                port: 1,
+                state: Some("ACTIVE".into()),
+                active_mtu: Some(4096),
+                max_mtu: Some(4096),
+                link_layer: Some("Ethernet".into()),
+                active_speed: None,
+                active_width: None,
+                gid_tbl_len: Some(3),
+                gids: Vec::new(),
+            }],
+        }],
+    };
+    t.file(
+        crate::sources::VERBS_SNAPSHOT_PATH,
+        &serde_json::to_string(&verbs).unwrap_or_default(),
+    );
+    t
+}
+
+/// A bridge's 4 KiB config space: its ids, then an AER capability at 0x100 leading to
+/// an ACS capability at 0x148 (source validation, translation blocking, P2P request
+/// and completion redirect, upstream forwarding; none enabled).
+fn bridge_config() -> Vec<u8> {
+    let mut c = vec![0u8; 4096];
+    c[..4].copy_from_slice(&[0x00, 0x10, 0x30, 0xc0]);
+    // Extended capability header: id (16 bits), version (4), next offset (12).
+    let header = |id: u32, next: u32| (id | (1 << 16) | (next << 20)).to_le_bytes();
+    c[0x100..0x104].copy_from_slice(&header(0x0001, 0x148));
+    c[0x148..0x14c].copy_from_slice(&header(0x000d, 0));
+    c[0x14c..0x14e].copy_from_slice(&0x001fu16.to_le_bytes());
+    c
 }
 
 /// The PCI tree: the switch with a GPU and the ConnectX-7 PF and its VF below it, the
@@ -995,6 +1281,49 @@ mod tests {
             warnings.is_empty(),
             "a clean machine has no warnings: {warnings:#?}"
         );
+    }
+
+    #[test]
+    fn the_full_machine_discovers_completely() {
+        let topo = check_discovery(full_machine()).expect("a sysfs tree");
+        let warnings: Vec<_> = topo
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity > crate::model::Severity::Info)
+            .collect();
+        assert!(
+            warnings.is_empty(),
+            "a clean machine has no warnings: {warnings:#?}"
+        );
+        // Every file it adds is read and reaches the model.
+        let pf = topo.pci_function("0000:04:00.0".parse().unwrap()).unwrap();
+        assert_eq!(pf.driver.as_deref(), Some("mlx5_core"));
+        assert_eq!(pf.subsystem_device, Some(0x0041));
+        assert!(pf.iommu_group.is_some());
+        let bridge = topo.pci_function("0000:02:01.0".parse().unwrap()).unwrap();
+        assert!(
+            matches!(bridge.acs, Some(parse::AcsState::Present { .. })),
+            "{:?}",
+            bridge.acs
+        );
+        let qos = &topo.qos;
+        assert_eq!(
+            qos.ports[0].traffic_class.as_ref().unwrap().global,
+            Some(106)
+        );
+        assert_eq!(qos.ports[0].rdma_cm_tos, Some(106));
+        let eth0 = qos.netdevs.iter().find(|n| n.netdev == "eth0").unwrap();
+        assert_eq!(
+            eth0.ecn.as_ref().unwrap().roce_np.as_ref().unwrap().enabled,
+            [3]
+        );
+        assert!(
+            eth0.prio2buffer.is_some() && eth0.buffers.is_some() && eth0.maxrate_kbps.is_some()
+        );
+        assert_eq!(qos.vfs.len(), 1);
+        assert_eq!(topo.process.device_mounts.len(), 2);
+        assert_eq!(topo.process.proc_nvidia_gpu_info[0].minor, Some(0));
+        assert!(topo.verbs.is_some());
     }
 
     #[test]
