@@ -39,7 +39,7 @@ report() {
   fi
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log")
-  printf '%-12s %3ss  %9s runs  peak %s MB  ok\n' "$t" "$budget" "$runs" "$rss"
+  printf '%-14s %3ss  %9s runs  peak %s MB  ok\n' "$t" "$budget" "$runs" "$rss"
 }
 
 # Waits for one running target and reports it.

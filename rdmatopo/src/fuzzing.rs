@@ -474,12 +474,19 @@ const MORE_WORDS: &[&str] = &[
     "7",
 ];
 
+/// MLNX_OFED's `qos/prio2buffer`: priority 3 in buffer 1, the others in buffer 0.
+const PRIO2BUFFER: &str =
+    "Priority\tBuffer\n0\t\t0\n1\t\t0\n2\t\t0\n3\t\t1\n4\t\t0\n5\t\t0\n6\t\t0\n7\t\t0\n";
+/// MLNX_OFED's `qos/buffer_size`: buffer 1 lossless (pause thresholds), buffer 0 not.
+const BUFFER_SIZE: &str = "Port buffer size = 524160\nBuffer\tSize\txoff_threshold\txon_threshold\n\
+     0\t262016\t0\t\t0\n1\t262016\t160128\t\t150528\n";
+
 /// Attribute texts of those files, as the drivers print them or almost.
 const MORE_VALUES: &[&str] = &[
     "Global tclass=106\n",
     "dst_ip=10.0.0.0/8,tclass=96\n",
-    "Priority\tBuffer\n0\t\t0\n1\t\t0\n2\t\t0\n3\t\t1\n4\t\t0\n5\t\t0\n6\t\t0\n7\t\t0\n",
-    "Port buffer size = 524160\nBuffer\tSize\txoff_threshold\txon_threshold\n0\t262016\t0\t\t0\n1\t262016\t160128\t\t150528\n",
+    PRIO2BUFFER,
+    BUFFER_SIZE,
     "0 0 0 0 0 0 0 0 \n",
     "VF         : 0\nMAC        : 02:00:00:00:00:01\nVLAN       : 5\nQoS        : 3\nSpoofCheck : ON\nTrust      : ON\n",
     "DRIVER=mlx5_core\nPCI_CLASS=20000\nPCI_ID=15B3:1021\nPCI_SUBSYS_ID=15B3:0023\n",
@@ -969,15 +976,8 @@ pub fn full_machine() -> MemTree {
         .file(&format!("{ib}/board_id"), "MT_0000000838\n")
         .file(&format!("{eth0}/qos/tc_num"), "8\n")
         .file(&format!("{eth0}/qos/maxrate"), "0 0 0 0 0 0 0 0 \n")
-        .file(
-            &format!("{eth0}/qos/prio2buffer"),
-            "Priority\tBuffer\n0\t\t0\n1\t\t0\n2\t\t0\n3\t\t1\n4\t\t0\n5\t\t0\n6\t\t0\n7\t\t0\n",
-        )
-        .file(
-            &format!("{eth0}/qos/buffer_size"),
-            "Port buffer size = 524160\nBuffer\tSize\txoff_threshold\txon_threshold\n\
-             0\t262016\t0\t\t0\n1\t262016\t160128\t\t150528\n",
-        )
+        .file(&format!("{eth0}/qos/prio2buffer"), PRIO2BUFFER)
+        .file(&format!("{eth0}/qos/buffer_size"), BUFFER_SIZE)
         .file(&format!("{eth0}/ecn/roce_np/cnp_dscp"), "48\n")
         .file(&format!("{eth0}/ecn/roce_rp/rpg_ai_rate"), "5\n")
         .file(
@@ -1255,6 +1255,19 @@ fn add_nvml_snapshot(t: &mut MemTree) {
 mod tests {
     use super::*;
 
+    /// A clean machine has no diagnostic above info.
+    fn assert_clean(topo: &Topology) {
+        let warnings: Vec<_> = topo
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity > crate::model::Severity::Info)
+            .collect();
+        assert!(
+            warnings.is_empty(),
+            "a clean machine has no warnings: {warnings:#?}"
+        );
+    }
+
     #[test]
     fn the_base_machine_discovers_completely() {
         let topo = check_discovery(base_machine()).expect("a sysfs tree");
@@ -1272,29 +1285,13 @@ mod tests {
         assert_eq!(topo.numa_nodes.len(), 2);
         assert!(topo.process.rdma_max.is_some());
         assert!(topo.nvml.is_some());
-        let warnings: Vec<_> = topo
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity > crate::model::Severity::Info)
-            .collect();
-        assert!(
-            warnings.is_empty(),
-            "a clean machine has no warnings: {warnings:#?}"
-        );
+        assert_clean(&topo);
     }
 
     #[test]
     fn the_full_machine_discovers_completely() {
         let topo = check_discovery(full_machine()).expect("a sysfs tree");
-        let warnings: Vec<_> = topo
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity > crate::model::Severity::Info)
-            .collect();
-        assert!(
-            warnings.is_empty(),
-            "a clean machine has no warnings: {warnings:#?}"
-        );
+        assert_clean(&topo);
         // Every file it adds is read and reaches the model.
         let pf = topo.pci_function("0000:04:00.0".parse().unwrap()).unwrap();
         assert_eq!(pf.driver.as_deref(), Some("mlx5_core"));
