@@ -966,7 +966,7 @@ pub fn full_machine() -> MemTree {
         let from = format!("{path}/iommu_group");
         t.link(&from, &relative_link(&from, &to));
         if *class == "60400" {
-            t.insert(&format!("{path}/config"), MemEntry::File(bridge_config()));
+            t.insert(&format!("{path}/config"), MemEntry::File(bridge_config(id)));
         }
     }
     let ib = format!("{pf}/infiniband/mlx5_0");
@@ -1039,12 +1039,16 @@ pub fn full_machine() -> MemTree {
     t
 }
 
-/// A bridge's 4 KiB config space: its ids, then an AER capability at 0x100 leading to
-/// an ACS capability at 0x148 (source validation, translation blocking, P2P request
-/// and completion redirect, upstream forwarding; none enabled).
-fn bridge_config() -> Vec<u8> {
+/// A bridge's 4 KiB config space: its ids (`uevent`'s `PCI_ID`, `VVVV:DDDD`), then an
+/// AER capability at 0x100 leading to an ACS capability at 0x148 (source validation,
+/// translation blocking, P2P request and completion redirect, upstream forwarding; none
+/// enabled).
+fn bridge_config(id: &str) -> Vec<u8> {
     let mut c = vec![0u8; 4096];
-    c[..4].copy_from_slice(&[0x00, 0x10, 0x30, 0xc0]);
+    for (at, hex) in id.split(':').enumerate().take(2) {
+        let value = u16::from_str_radix(hex, 16).unwrap_or(0xffff);
+        c[2 * at..2 * at + 2].copy_from_slice(&value.to_le_bytes());
+    }
     // Extended capability header: id (16 bits), version (4), next offset (12).
     let header = |id: u32, next: u32| (id | (1 << 16) | (next << 20)).to_le_bytes();
     c[0x100..0x104].copy_from_slice(&header(0x0001, 0x148));
