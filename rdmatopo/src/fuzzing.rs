@@ -893,80 +893,34 @@ pub fn full_machine() -> MemTree {
     let mut t = base_machine();
     let sw = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
     let pf = format!("{sw}/0000:02:01.0/0000:04:00.0");
-    // (function, uevent's driver, PCI_CLASS, PCI_ID, PCI_SUBSYS_ID): `pci_uevent`
-    // prints the class with `%04X`, the ids with `%04X:%04X`; the driver core puts
-    // `DRIVER=` first.
-    let functions = [
-        (
-            "/sys/devices/pci0000:00/0000:00:01.0".to_string(),
-            "pcieport",
-            "60400",
-            "1022:1483",
-            "1022:1453",
-        ),
-        (
-            sw.to_string(),
-            "pcieport",
-            "60400",
-            "1000:C030",
-            "1000:A064",
-        ),
-        (
-            format!("{sw}/0000:02:00.0"),
-            "pcieport",
-            "60400",
-            "1000:C030",
-            "1000:A064",
-        ),
-        (
-            format!("{sw}/0000:02:01.0"),
-            "pcieport",
-            "60400",
-            "1000:C030",
-            "1000:A064",
-        ),
-        (
-            format!("{sw}/0000:02:00.0/0000:03:00.0"),
-            "nvidia",
-            "30200",
-            "10DE:2330",
-            "10DE:16C1",
-        ),
-        (pf.clone(), "mlx5_core", "20000", "15B3:1021", "15B3:0041"),
-        (
-            format!("{sw}/0000:02:01.0/0000:04:00.1"),
-            "mlx5_core",
-            "20000",
-            "15B3:101E",
-            "15B3:0041",
-        ),
-        (
-            "/sys/devices/pci0000:80/0000:80:01.0".to_string(),
-            "pcieport",
-            "60400",
-            "1022:1483",
-            "1022:1453",
-        ),
-        (
-            "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0".to_string(),
-            "nvidia",
-            "30200",
-            "10DE:2330",
-            "10DE:16C1",
-        ),
-    ];
-    for (group, (path, driver, class, id, subsys)) in functions.iter().enumerate() {
+    // `pci_uevent` prints the class with `%04X`, the ids with `%04X:%04X`; the driver
+    // core puts `DRIVER=` first.
+    for (group, (path, vendor, device, class, subsystem)) in pci_functions().iter().enumerate() {
+        let hex = |t: &str| parse::parse_hex_u16("fuzz machine id", t).unwrap();
+        let (vendor, device) = (hex(vendor), hex(device));
+        let class = parse::parse_pci_class(class).unwrap();
+        let driver = match class >> 16 {
+            0x06 => "pcieport",
+            0x03 => "nvidia",
+            _ => "mlx5_core",
+        };
         let slot = path.rsplit('/').next().unwrap_or_default();
         t.file(
             &format!("{path}/uevent"),
-            &format!("DRIVER={driver}\nPCI_CLASS={class}\nPCI_ID={id}\nPCI_SUBSYS_ID={subsys}\nPCI_SLOT_NAME={slot}\n"),
+            &format!(
+                "DRIVER={driver}\nPCI_CLASS={class:04X}\nPCI_ID={vendor:04X}:{device:04X}\n\
+                 PCI_SUBSYS_ID={subsystem}\nPCI_SLOT_NAME={slot}\n"
+            ),
         );
         let to = format!("/sys/kernel/iommu_groups/{group}");
         t.dir(&to);
         let from = format!("{path}/iommu_group");
         t.link(&from, &relative_link(&from, &to));
-        if *class == "60400" {
-            t.insert(&format!("{path}/config"), MemEntry::File(bridge_config(id)));
+        if class >> 8 == 0x0604 {
+            t.insert(
+                &format!("{path}/config"),
+                MemEntry::File(bridge_config(vendor, device)),
+            );
         }
     }
     let ib = format!("{pf}/infiniband/mlx5_0");
@@ -1039,22 +993,82 @@ pub fn full_machine() -> MemTree {
     t
 }
 
-/// A bridge's 4 KiB config space: its ids (`uevent`'s `PCI_ID`, `VVVV:DDDD`), then an
-/// AER capability at 0x100 leading to an ACS capability at 0x148 (source validation,
-/// translation blocking, P2P request and completion redirect, upstream forwarding; none
-/// enabled).
-fn bridge_config(id: &str) -> Vec<u8> {
+/// A bridge's 4 KiB config space: its ids, then an AER capability at 0x100 leading to
+/// an ACS capability at 0x148 (source validation, translation blocking, P2P request and
+/// completion redirect, upstream forwarding; none enabled).
+fn bridge_config(vendor: u16, device: u16) -> Vec<u8> {
     let mut c = vec![0u8; 4096];
-    for (at, hex) in id.split(':').enumerate().take(2) {
-        let value = u16::from_str_radix(hex, 16).unwrap_or(0xffff);
-        c[2 * at..2 * at + 2].copy_from_slice(&value.to_le_bytes());
-    }
+    c[..2].copy_from_slice(&vendor.to_le_bytes());
+    c[2..4].copy_from_slice(&device.to_le_bytes());
     // Extended capability header: id (16 bits), version (4), next offset (12).
     let header = |id: u32, next: u32| (id | (1 << 16) | (next << 20)).to_le_bytes();
     c[0x100..0x104].copy_from_slice(&header(0x0001, 0x148));
     c[0x148..0x14c].copy_from_slice(&header(0x000d, 0));
     c[0x14c..0x14e].copy_from_slice(&0x001fu16.to_le_bytes());
     c
+}
+
+/// One PCI function of the base machine: directory, `vendor`, `device`, `class`, and the
+/// subsystem ids that only [`full_machine`]'s `uevent` states.
+type PciRow = (
+    String,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+/// The base machine's PCI functions.
+fn pci_functions() -> [PciRow; 9] {
+    let sw = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
+    let root = |bus: &str| format!("/sys/devices/pci0000:{bus}/0000:{bus}:01.0");
+    [
+        (root("00"), "0x1022", "0x1483", "0x060400", "1022:1453"),
+        (sw.into(), "0x1000", "0xc030", "0x060400", "1000:A064"),
+        (
+            format!("{sw}/0000:02:00.0"),
+            "0x1000",
+            "0xc030",
+            "0x060400",
+            "1000:A064",
+        ),
+        (
+            format!("{sw}/0000:02:01.0"),
+            "0x1000",
+            "0xc030",
+            "0x060400",
+            "1000:A064",
+        ),
+        (
+            format!("{sw}/0000:02:00.0/0000:03:00.0"),
+            "0x10de",
+            "0x2330",
+            "0x030200",
+            "10DE:16C1",
+        ),
+        (
+            format!("{sw}/0000:02:01.0/0000:04:00.0"),
+            "0x15b3",
+            "0x1021",
+            "0x020000",
+            "15B3:0041",
+        ),
+        (
+            format!("{sw}/0000:02:01.0/0000:04:00.1"),
+            "0x15b3",
+            "0x101e",
+            "0x020000",
+            "15B3:0041",
+        ),
+        (root("80"), "0x1022", "0x1483", "0x060400", "1022:1453"),
+        (
+            format!("{}/0000:81:00.0", root("80")),
+            "0x10de",
+            "0x2330",
+            "0x030200",
+            "10DE:16C1",
+        ),
+    ]
 }
 
 /// The PCI tree: the switch with a GPU and the ConnectX-7 PF and its VF below it, the
@@ -1066,28 +1080,7 @@ fn add_pci(t: &mut MemTree) -> String {
     let pf = format!("{sw}/0000:02:01.0/0000:04:00.0");
     let vf = format!("{sw}/0000:02:01.0/0000:04:00.1");
     let gpu1 = "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0".to_string();
-    let functions: [(String, &str, &str, &str); 9] = [
-        (
-            "/sys/devices/pci0000:00/0000:00:01.0".into(),
-            "0x1022",
-            "0x1483",
-            "0x060400",
-        ),
-        (sw.into(), "0x1000", "0xc030", "0x060400"),
-        (format!("{sw}/0000:02:00.0"), "0x1000", "0xc030", "0x060400"),
-        (format!("{sw}/0000:02:01.0"), "0x1000", "0xc030", "0x060400"),
-        (gpu0.clone(), "0x10de", "0x2330", "0x030200"),
-        (pf.clone(), "0x15b3", "0x1021", "0x020000"),
-        (vf.clone(), "0x15b3", "0x101e", "0x020000"),
-        (
-            "/sys/devices/pci0000:80/0000:80:01.0".into(),
-            "0x1022",
-            "0x1483",
-            "0x060400",
-        ),
-        (gpu1.clone(), "0x10de", "0x2330", "0x030200"),
-    ];
-    for (path, vendor, device, class) in &functions {
+    for (path, vendor, device, class, _) in &pci_functions() {
         let addr = path.rsplit('/').next().unwrap_or_default();
         let numa = if path.contains("pci0000:80") {
             "1"
