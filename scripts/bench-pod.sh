@@ -106,6 +106,13 @@ count_opens() {
   printf '%s\t%s\t%s\n' "$key" "$root" "$label" >>"$work/keys.tsv"
 }
 
+# opened_paths KEY ROOT: the files KEY's run opened under ROOT, one a line, in order
+# (from count_opens's strace).
+opened_paths() {
+  python3 -c 'import sys; sys.path.insert(0, "scripts/lib"); import strace_opens
+print("\n".join(strace_opens.opened_paths(*sys.argv[1:])))' "$work/strace/$1" "$2"
+}
+
 # bench JSON NAME CMDLINE...: the commands timed side by side, round by round
 # (scripts/lib/interleave.py), into hyperfine's JSON shape.
 bench() {
@@ -218,8 +225,7 @@ for fx in pod-sriov pod-h100-2gpu-2vf h100-dgx; do
   fi
   # The floor of doctor's answer: the files it opened (in that order), read by one C
   # process that does nothing else, on one thread.
-  python3 -c 'import sys; sys.path.insert(0, "scripts/lib"); import strace_opens
-print("\n".join(strace_opens.opened_paths(*sys.argv[1:])))' "$work/strace/A$i.doctor" "$R" >"$work/A$i.doctor.files"
+  opened_paths "A$i.doctor" "$R" >"$work/A$i.doctor.files"
   args+=("A$i.floor" "$work/readfiles $R $work/A$i.doctor.files")
   count_opens "A$i.floor" "$R" "floor: doctor's files, read by readfiles.c" \
     "$work/readfiles" "$R" "$work/A$i.doctor.files"
@@ -231,8 +237,7 @@ print("\n".join(strace_opens.opened_paths(*sys.argv[1:])))' "$work/strace/A$i.do
   # The least doctor could take: topo's whole process, plus reading the files doctor
   # opens and topo does not, with nothing else (no parsing, no checks); the report
   # adds the row, less the process start, to topo's median.
-  python3 -c 'import sys; sys.path.insert(0, "scripts/lib"); import strace_opens
-print("\n".join(strace_opens.opened_paths(*sys.argv[1:])))' "$work/strace/A$i.topo" "$R" >"$work/A$i.topo.files"
+  opened_paths "A$i.topo" "$R" >"$work/A$i.topo.files"
   grep -vxF -f "$work/A$i.topo.files" "$work/A$i.doctor.files" >"$work/A$i.beyond.files" || true
   args+=("A$i.beyond" "$work/readfiles $R $work/A$i.beyond.files")
   count_opens "A$i.beyond" "$R" "doctor's files that topo does not open, read by readfiles.c" \
