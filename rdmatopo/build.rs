@@ -1,12 +1,4 @@
-//! Links the `rdmatopo` binary as a fixed-address (non-PIE) executable on Linux.
-//!
-//! The bundled PCI name table (`pci-ids`) is about 45 000 pointers; in a PIE binary the
-//! dynamic loader rewrites every one of them at each start, which costs 0.6 ms of a
-//! 1.6 ms start-up (see BENCHMARKS.md). A fixed-address binary needs no such pass. The
-//! library, the C and Python bindings are unaffected. `RDMATOPO_PIE=1` at build time
-//! keeps the binary position-independent (for ASLR of the executable itself).
-//!
-//! It also tells `rdmatopo --version` what it was built with: the enabled cargo
+//! Tells `rdmatopo --version` what it was built with: the enabled cargo
 //! features (`RDMATOPO_FEATURES`), the C library (`RDMATOPO_BUILD`) and every JSON
 //! schema id the sources write (`RDMATOPO_JSON_SCHEMAS`), found rather than listed so a
 //! new one cannot be forgotten.
@@ -18,17 +10,8 @@
 use std::path::Path;
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=RDMATOPO_PIE");
     println!("cargo:rerun-if-changed=src");
-    let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
-    // The static (musl) build is made fixed-address by `-C relocation-model=static`
-    // (.cargo/config.toml): `-no-pie` beside musl's static-pie start files gives a program
-    // that crashes at once.
     let target_env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
-    let pie_asked = std::env::var_os("RDMATOPO_PIE").is_some_and(|v| v == "1");
-    if linux && target_env == "gnu" && !pie_asked {
-        println!("cargo:rustc-link-arg-bin=rdmatopo=-no-pie");
-    }
 
     println!(
         "cargo:rustc-env=RDMATOPO_FEATURES={}",

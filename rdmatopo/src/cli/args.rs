@@ -1,7 +1,6 @@
 //! The arguments every command about a machine shares: where to read from, and the
 //! output format.
 
-use super::output::keep_until_exit;
 use clap::{Args, ValueEnum};
 use rdmatopo::{Sysfs, Topology};
 use std::path::PathBuf;
@@ -19,17 +18,14 @@ impl RootArgs {
         rdmatopo::open_root(self.root.as_deref()).map_err(|e| e.to_string())
     }
 
-    /// Discover the whole machine. The root's reader (its cached descriptors and
-    /// paths) is kept until exit (`keep_until_exit`).
+    /// Discover the whole machine.
     pub fn discover(&self) -> Result<Topology, String> {
         let fs = self.open()?;
-        let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string());
-        keep_until_exit(fs);
-        topo
+        rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())
     }
 
     /// Discover what `needs` asks for, inside a container only of its own devices
-    /// unless `all` (see `rdmatopo::discover_view`); the reader is kept until exit.
+    /// unless `all` (see `rdmatopo::discover_view`).
     pub fn discover_owned(&self, needs: rdmatopo::Needs, all: bool) -> Result<Topology, String> {
         let fs = self.open()?;
         let view = if all {
@@ -37,9 +33,7 @@ impl RootArgs {
         } else {
             rdmatopo::View::Owned
         };
-        let topo = rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string());
-        keep_until_exit(fs);
-        topo
+        rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string())
     }
 }
 

@@ -26,7 +26,6 @@ pub fn run(args: &DoctorArgs) -> Result<Output, String> {
         Format::Table => table(&report),
     };
     let code = report.exit_code();
-    super::output::keep_until_exit((topo, report));
     Ok(Output { text, code })
 }
 

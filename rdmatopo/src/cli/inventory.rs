@@ -29,7 +29,6 @@ pub fn run(args: &InventoryArgs) -> Result<Output, String> {
         Format::Json => rdmatopo::inventory_json(&topo),
         Format::Table => table(&topo, &view),
     };
-    super::output::keep_until_exit((topo, view));
     Ok(Output::ok(text))
 }
 

@@ -51,7 +51,6 @@ pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
         EnvFormat::Json => plan.to_json(),
         EnvFormat::Shell => shell(&plan, &topo.root),
     };
-    super::output::keep_until_exit((topo, plan));
     Ok(Output::ok(text))
 }
 

@@ -14,14 +14,6 @@ impl Output {
     }
 }
 
-/// Leave `value` to the end of the process instead of dropping it: the command returns
-/// only to print its output and exit, and freeing a model's thousands of allocations
-/// one by one (or closing a reader's cached descriptors one system call each) is work
-/// the kernel's teardown of the whole process makes unnecessary.
-pub fn keep_until_exit<T>(value: T) {
-    std::mem::forget(value);
-}
-
 pub fn json<T: serde::Serialize>(value: &T) -> String {
     let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
     s.push('\n');

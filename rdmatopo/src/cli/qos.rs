@@ -27,6 +27,5 @@ pub fn run(args: &QosArgs) -> Result<Output, String> {
         Format::Json => json(&v),
         Format::Table => table(&topo.root, &v),
     };
-    super::output::keep_until_exit((topo, v));
     Ok(Output::ok(text))
 }

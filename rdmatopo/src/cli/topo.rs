@@ -109,7 +109,6 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
             }
         },
     };
-    super::output::keep_until_exit((fs, topo, view, matrix));
     Ok(Output::ok(text))
 }
 
