@@ -6,15 +6,28 @@ use crate::topology::{rdmatopo_topology, rdmatopo_topology_from_json};
 use rdmatopo::view::TopoMatrix;
 use std::path::PathBuf;
 
+fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
+/// Every fixture's archive (each folder of `fixtures/` but `tools/` must hold one).
 fn fixtures() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let dir = fixtures_dir();
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
-        .filter_map(|e| Some(e.ok()?.path().join("root")))
-        .filter(|p| p.is_dir())
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.is_dir() && !p.ends_with("tools"))
+        .map(|p| p.join("root.tar.gz"))
         .collect();
     v.sort();
     assert!(!v.is_empty(), "no fixtures under {}", dir.display());
+    for archive in &v {
+        assert!(
+            archive.is_file(),
+            "fixture without its archive: {}",
+            archive.display()
+        );
+    }
     v
 }
 
@@ -102,14 +115,16 @@ fn json_round_trips_to_the_same_json() {
 
 #[test]
 fn a_nul_in_a_model_string_is_a_parse_error_not_a_truncation() {
-    let root = &fixtures()[0];
-    let mut topo = rdmatopo::discover(Some(root)).unwrap();
-    if let Some(d) = topo.rdma_devices.first_mut() {
-        d.name = "mlx5_0\0evil".into();
-        let err = rdmatopo_topology::new(topo).unwrap_err();
-        assert_eq!(err.status, rdmatopo_status::Parse);
-        assert!(err.message.contains("NUL"), "{}", err.message);
-    }
+    let root = fixtures_dir().join("h100-dgx/root.tar.gz");
+    let mut topo = rdmatopo::discover(Some(&root)).unwrap();
+    let d = topo
+        .rdma_devices
+        .first_mut()
+        .expect("h100-dgx has RDMA devices");
+    d.name = "mlx5_0\0evil".into();
+    let err = rdmatopo_topology::new(topo).unwrap_err();
+    assert_eq!(err.status, rdmatopo_status::Parse);
+    assert!(err.message.contains("NUL"), "{}", err.message);
 }
 
 /// The NUMA node the C accessors give a GPU is the NUMA Affinity column `rdmatopo topo`

@@ -79,11 +79,7 @@ fn serve(dir: &Path, kubelet: Kubelet) -> PathBuf {
 }
 
 fn fixture(name: &str) -> String {
-    support::fixtures_dir()
-        .join(name)
-        .join("root")
-        .display()
-        .to_string()
+    support::root(name).display().to_string()
 }
 
 fn audit(root: &str, socket: &Path, extra: &[&str]) -> Output {

@@ -176,7 +176,7 @@ fn cli_reads_a_directory_of_reports() {
 /// Snapshot-style inputs: captured roots (directories with sys/) work as nodes.
 #[test]
 fn cli_takes_captured_roots() {
-    let root = support::fixtures_dir().join("h100-dgx/root");
+    let root = support::root("h100-dgx");
     let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
         .args(["cluster", "--format", "json"])
         .arg(&root)
@@ -203,7 +203,7 @@ fn cli_takes_captured_roots() {
 /// Snapshot archives (`rdmatopo snapshot`) are nodes too, named after the file.
 #[test]
 fn cli_takes_snapshot_archives() {
-    let root = support::fixtures_dir().join("workstation-2gpu/root");
+    let root = support::root("workstation-2gpu");
     let dir = tempfile::tempdir().unwrap();
     let bin = env!("CARGO_BIN_EXE_rdmatopo");
     for name in ["ws-a", "ws-b"] {

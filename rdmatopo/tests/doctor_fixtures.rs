@@ -7,7 +7,7 @@ mod support;
 use rdmatopo::checks::doctor::{self, Outcome, Report};
 
 fn report(name: &str) -> Report {
-    let root = support::fixtures_dir().join(name).join("root");
+    let root = support::root(name);
     doctor::run(&rdmatopo::discover(Some(&root)).unwrap())
 }
 
@@ -63,9 +63,7 @@ fn pod_without_uverbs() {
 #[test]
 fn acs_redirect_on_the_switch_the_doctor_recommends() {
     // The whole read, and the pod's own (narrowed) view that `rdmatopo doctor` uses.
-    let root = support::fixtures_dir()
-        .join("pod-h100-acs-redirect")
-        .join("root");
+    let root = support::root("pod-h100-acs-redirect");
     let owned = rdmatopo::discover_in(Some(&root), rdmatopo::View::Owned).unwrap();
     assert!(owned.view.is_some(), "not narrowed");
     let r = report("pod-h100-acs-redirect");
@@ -118,9 +116,7 @@ fn the_same_pod_without_faults() {
 /// devices it cannot see. It is judged as the shared-mode pod is, less what it cannot see.
 #[test]
 fn exclusive_netns_pod_sees_and_judges_its_own_device() {
-    let root = support::fixtures_dir()
-        .join("pod-h100-rdma-exclusive")
-        .join("root");
+    let root = support::root("pod-h100-rdma-exclusive");
     let topo = rdmatopo::discover(Some(&root)).unwrap();
     assert_eq!(
         topo.host.rdma_netns_mode,
@@ -261,7 +257,7 @@ fn macvlan_pod_gid_is_its_namespaces_on_every_driver() {
             "{name}"
         );
         let plan = rdmatopo::view::gid::choose_gid(
-            &rdmatopo::discover(Some(&support::fixtures_dir().join(name).join("root"))).unwrap(),
+            &rdmatopo::discover(Some(&support::root(name))).unwrap(),
             "mlx5_9",
             1,
         )
@@ -279,7 +275,7 @@ fn macvlan_pod_gid_is_its_namespaces_on_every_driver() {
 #[test]
 fn gids_marks_other_namespaces_rows() {
     let gids = |name: &str| {
-        let root = support::fixtures_dir().join(name).join("root");
+        let root = support::root(name);
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
             .args(["gids", "--root"])
             .arg(&root)
@@ -316,7 +312,7 @@ fn gids_marks_other_namespaces_rows() {
 #[test]
 fn forced_gid_index_on_a_host_gid_is_an_error() {
     for name in ["pod-macvlan-inbox", "pod-macvlan-ofed"] {
-        let root = support::fixtures_dir().join(name).join("root");
+        let root = support::root(name);
         let mut topo = rdmatopo::discover(Some(&root)).unwrap();
         topo.process
             .env
@@ -410,7 +406,7 @@ fn a_gpu_outside_the_nvidia_driver_has_no_number() {
         Outcome::Ok
     );
 
-    let archive = support::fixtures_dir().join("workstation-vfio/root.tar.gz");
+    let archive = support::root("workstation-vfio");
     let passed = rdmatopo::snapshot::load(&archive).unwrap();
     assert_eq!(gpus_of(&passed), ["0000:01:00.0"]);
     let unbind = |tree: &mut rdmatopo::sysfs::MemTree, bdf: &str, driver: &str| {

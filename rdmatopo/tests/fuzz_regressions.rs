@@ -57,6 +57,43 @@ fn every_regression_file_replays_cleanly() {
     }
 }
 
+/// The fuzz crate's targets (fuzz/fuzz_targets/<name>.rs, each a one-line call of
+/// `rdmatopo::fuzzing::<name>`) are exactly `rdmatopo::fuzzing::TARGETS`: what this file
+/// replays is what `fuzz/run.sh` fuzzes.
+#[test]
+fn the_fuzz_crate_runs_every_target_body() {
+    let dir = fuzz_dir().join("fuzz_targets");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".rs")
+                .map(String::from)
+        })
+        .collect();
+    files.sort();
+    let mut targets: Vec<String> = rdmatopo::fuzzing::TARGETS
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    targets.sort();
+    assert_eq!(files, targets, "{}", dir.display());
+    let manifest = std::fs::read_to_string(fuzz_dir().join("Cargo.toml")).unwrap();
+    for name in &targets {
+        let body = std::fs::read_to_string(dir.join(format!("{name}.rs"))).unwrap();
+        assert!(
+            body.contains(&format!("rdmatopo::fuzzing::{name}(data)")),
+            "fuzz_targets/{name}.rs does not call rdmatopo::fuzzing::{name}"
+        );
+        assert!(
+            manifest.contains(&format!("path = \"fuzz_targets/{name}.rs\"")),
+            "fuzz/Cargo.toml has no [[bin]] for {name}"
+        );
+    }
+}
+
 #[test]
 fn every_seed_replays_cleanly() {
     let all = cases(&fuzz_dir().join("corpus"));

@@ -120,22 +120,13 @@ fn fixtures_dir() -> PathBuf {
     support::fixtures_dir()
 }
 
-/// Fixture directories that hold a `root/`.
+/// Every fixture directory; each must hold its archive and its goldens.
 pub fn fixtures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.join("root").is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    support::fixture_dirs()
 }
 
 fn run_case(fixture: &Path, args: &[&str]) -> String {
-    let root = fixture.join("root");
+    let root = fixture.join("root.tar.gz");
     let args: Vec<String> = args
         .iter()
         .map(|a| a.replace("{root}", &root.display().to_string()))

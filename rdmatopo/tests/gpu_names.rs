@@ -63,19 +63,16 @@ fn names_of(text: &str, pci: &str) -> BTreeSet<String> {
 
 #[test]
 fn every_command_names_a_pods_gpus_alike() {
-    let fixtures = support::fixtures_dir();
-    let pods: Vec<_> = std::fs::read_dir(&fixtures)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
+    let pods: Vec<_> = support::fixture_dirs()
+        .into_iter()
         .filter(|dir| {
             dir.file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("pod-"))
-                && dir.join("root").is_dir()
         })
         .collect();
     support::par_map(&pods, |dir| {
-        let root = dir.join("root");
+        let root = dir.join("root.tar.gz");
         let topo = rdmatopo::discover_in(Some(&root), rdmatopo::View::Owned).unwrap();
         let names = rdmatopo::view::GpuNames::of(&topo);
         // The numbering is the container's, not the read's: a whole read numbers alike.
@@ -120,7 +117,7 @@ fn every_command_names_a_pods_gpus_alike() {
 /// The case: the pod was given the host's GPU 5; its nvidia-smi calls it GPU0.
 #[test]
 fn the_pods_gpu5_is_its_gpu0_with_the_host_index_beside() {
-    let root = support::fixtures_dir().join("pod-h100-1gpu-1vf/root");
+    let root = support::root("pod-h100-1gpu-1vf");
     let topo = run(&root, &["topo"]);
     let doctor = run(&root, &["doctor"]);
     assert!(topo.contains("GPU0 = host GPU5 at 0000:c3:00.0"), "{topo}");

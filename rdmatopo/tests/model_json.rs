@@ -8,13 +8,8 @@ use rdmatopo::Topology;
 
 #[test]
 fn every_fixture_model_round_trips_through_json() {
-    let dir = support::fixtures_dir();
     let mut checked = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let root = entry.unwrap().path().join("root");
-        if !root.is_dir() {
-            continue;
-        }
+    for root in support::fixture_roots() {
         let topo = rdmatopo::discover(Some(&root)).unwrap();
         let back = Topology::from_json(&topo.to_json()).unwrap();
         assert!(
@@ -32,7 +27,7 @@ fn every_fixture_model_round_trips_through_json() {
 /// the same model (the README's N-1 rule), tagged with the current schema.
 #[test]
 fn inventory_version_1_with_decimal_ids_reads_back() {
-    let root = support::fixtures_dir().join("dual-socket-pcie/root");
+    let root = support::root("dual-socket-pcie");
     let topo = rdmatopo::discover(Some(&root)).unwrap();
     let mut v2: serde_json::Value = serde_json::from_str(&rdmatopo::inventory_json(&topo)).unwrap();
     assert_eq!(v2["schema"], "rdmatopo.inventory/2");

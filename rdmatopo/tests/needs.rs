@@ -18,14 +18,7 @@ use rdmatopo::{Needs, Sysfs, Topology, View, discover_needs, discover_view};
 use std::path::PathBuf;
 
 fn fixture_roots() -> Vec<PathBuf> {
-    let dir = support::fixtures_dir();
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| Some(e.ok()?.path().join("root")))
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
-    v
+    support::fixture_roots()
 }
 
 /// Both reads of one root: (whole, `topo`'s, files read by each).
@@ -163,7 +156,7 @@ fn topos_needs_give_the_whole_answer_on_every_fixture() {
     assert!(roots.len() >= 5, "fixtures missing: {roots:?}");
     for root in roots {
         let name = root.display().to_string();
-        let (full, aff, n_full, n_aff) = both(|| Sysfs::at(&root));
+        let (full, aff, n_full, n_aff) = both(|| support::open(&root));
         assert_same_answer(&name, &full, &aff);
         assert!(n_aff <= n_full, "{name}: {n_aff} > {n_full} files");
         if full.gpus.len() >= 8 {
@@ -179,12 +172,11 @@ fn topos_needs_give_the_whole_answer_on_every_fixture() {
 /// management NIC, USB and SATA controllers).
 #[test]
 fn topos_needs_on_a_host_read_the_placed_functions_only() {
-    let root = support::fixtures_dir().join("h100-dgx").join("root");
-    let (full, aff, n_full, n_aff) = both(|| Sysfs::at(&root));
-    let held: Vec<String> = std::fs::read_dir(root.join("sys/bus/pci/drivers/nvidia"))
-        .unwrap()
-        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
-        .collect();
+    let root = support::root("h100-dgx");
+    let (full, aff, n_full, n_aff) = both(|| support::open(&root));
+    let held: Vec<String> = support::open(&root)
+        .list("/sys/bus/pci/drivers/nvidia")
+        .unwrap();
     let endpoint = |f: &rdmatopo::model::PciFunction| {
         held.contains(&f.address.to_string())
             || aff.rdma_devices.iter().any(|d| d.pci == Some(f.address))
@@ -310,7 +302,7 @@ fn rdma_reads(open: impl Fn() -> Sysfs) -> [(Topology, usize); 3] {
 fn the_gids_and_netdevs_needs_give_the_whole_answer_on_every_fixture() {
     for root in fixture_roots() {
         let name = root.display().to_string();
-        let [(full, n_full), (gids, n_gids), (nd, n_nd)] = rdma_reads(|| Sysfs::at(&root));
+        let [(full, n_full), (gids, n_gids), (nd, n_nd)] = rdma_reads(|| support::open(&root));
         assert_same_gids(&name, &full, &gids);
         assert_same_port_netdevs(&name, &full, &nd);
         assert!(
@@ -371,7 +363,7 @@ fn bridges_are_placed_by_the_paths_below_them_without_their_own_links() {
 fn topos_needs_in_a_container_give_the_whole_view_on_every_fixture() {
     for root in fixture_roots() {
         let name = root.display().to_string();
-        let (fs_full, fs_pod) = (Sysfs::at(&root), Sysfs::at(&root));
+        let (fs_full, fs_pod) = (support::open(&root), support::open(&root));
         let full = discover_needs(&fs_full, Needs::ALL).unwrap();
         let pod = discover_needs(&fs_pod, Needs::TOPO_IN_CONTAINER).unwrap();
         let view = ContainerView::of(&full);
@@ -411,7 +403,7 @@ fn nccl_envs_needs_give_the_whole_plan_on_every_fixture() {
         let name = root.display().to_string();
         for view in [View::All, View::Owned] {
             let read = |needs| {
-                let fs = Sysfs::at(&root);
+                let fs = support::open(&root);
                 let topo = discover_view(&fs, needs, view).unwrap();
                 (topo, fs.files_read())
             };
@@ -483,8 +475,8 @@ fn nccl_envs_needs_read_no_infiniband_gid_table() {
     let mut ib_ports_with_gids = 0;
     for root in fixture_roots() {
         let name = root.display().to_string();
-        let whole = discover_needs(&Sysfs::at(&root), Needs::ALL).unwrap();
-        let nccl = discover_needs(&Sysfs::at(&root), Needs::NCCL_ENV).unwrap();
+        let whole = discover_needs(&support::open(&root), Needs::ALL).unwrap();
+        let nccl = discover_needs(&support::open(&root), Needs::NCCL_ENV).unwrap();
         for device in &nccl.rdma_devices {
             for port in &device.ports {
                 if port.link_layer != Some(rdmatopo::parse::LinkLayer::InfiniBand) {
@@ -524,7 +516,7 @@ fn nccl_envs_needs_give_the_whole_plan_in_its_fallbacks() {
         "pod-macvlan-inbox",
     ];
     for (name, no_locality) in cases.iter().flat_map(|n| [(*n, false), (*n, true)]) {
-        let archive = support::fixtures_dir().join(name).join("root.tar.gz");
+        let archive = support::root(name);
         let mut tree = rdmatopo::snapshot::load(&archive).unwrap();
         // No default route (the connected routes stay), no CPU mask anywhere.
         let route = tree.text("/proc/net/route").unwrap().to_string();
@@ -596,7 +588,7 @@ fn pci_ids_from_uevent_are_the_attribute_files_ids() {
         "pod-sriov",
         "a100-hgx-4numa",
     ] {
-        let archive = support::fixtures_dir().join(name).join("root.tar.gz");
+        let archive = support::root(name);
         let tree = rdmatopo::snapshot::load(&archive).unwrap();
         let without = support::without_pci_uevents(&tree);
         let removed = tree.len() - without.len();

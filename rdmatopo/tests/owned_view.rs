@@ -17,13 +17,7 @@ use rdmatopo::{Needs, Sysfs, Topology, View, discover_view};
 use std::path::PathBuf;
 
 fn fixture_roots() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(support::fixtures_dir())
-        .unwrap()
-        .filter_map(|e| Some(e.ok()?.path().join("root")))
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
-    v
+    support::fixture_roots()
 }
 
 /// Both views of one root for `needs`: (whole, owned, files read by each).
@@ -66,7 +60,7 @@ fn the_owned_view_gives_the_whole_answer_on_every_fixture() {
     let mut narrowed = 0;
     for root in roots {
         let name = root.display().to_string();
-        let (all, owned, n_all, n_owned) = both(|| Sysfs::at(&root), Needs::ALL);
+        let (all, owned, n_all, n_owned) = both(|| support::open(&root), Needs::ALL);
         if owned.view.is_none() {
             // A host, or a container whose devices are uncertain: the whole read.
             assert_eq!(owned, all, "{name}: not narrowed, yet not the whole read");
@@ -88,7 +82,7 @@ fn the_owned_view_gives_the_whole_answer_on_every_fixture() {
         }
         // `topo` in a container: topo's needs in a container, narrowed the same way, against
         // the whole full read (an affinity read alone cannot tell a macvlan's HCA).
-        let (_, topo_owned, _, _) = both(|| Sysfs::at(&root), Needs::TOPO);
+        let (_, topo_owned, _, _) = both(|| support::open(&root), Needs::TOPO);
         assert!(topo_owned.view.is_some(), "{name}: topo not narrowed");
         assert_eq!(
             owned_matrix(&topo_owned),
@@ -132,13 +126,13 @@ fn the_devices_answers_show_are_the_whole_reads() {
                 })
                 .collect()
         };
-        let whole = discover_view(&Sysfs::at(&root), Needs::ALL, View::All).unwrap();
+        let whole = discover_view(&support::open(&root), Needs::ALL, View::All).unwrap();
         for needs in [Needs::GIDS, Needs::NETDEVS] {
-            let owned = discover_view(&Sysfs::at(&root), needs, View::Owned).unwrap();
+            let owned = discover_view(&support::open(&root), needs, View::Owned).unwrap();
             let shown = Shown::of(&owned, false);
             let Some(devices) = &shown.owned_rdma else {
                 if owned.view.is_none() && !ContainerView::of(&whole).context.is_container() {
-                    let host = discover_view(&Sysfs::at(&root), needs, View::All).unwrap();
+                    let host = discover_view(&support::open(&root), needs, View::All).unwrap();
                     assert_eq!(owned, host, "{name}: {needs:?} on a host");
                 }
                 continue;
@@ -165,7 +159,7 @@ fn the_devices_answers_show_are_the_whole_reads() {
                 }
             }
         }
-        let (all, owned, _, _) = both(|| Sysfs::at(&root), Needs::ALL);
+        let (all, owned, _, _) = both(|| support::open(&root), Needs::ALL);
         let (shown_all, shown_owned) = (Shown::of(&all, false), Shown::of(&owned, false));
         assert_eq!(shown_owned, shown_all, "{name}: shown");
         assert_eq!(
@@ -185,7 +179,7 @@ fn the_devices_answers_show_are_the_whole_reads() {
 
 /// The pod-sriov tree in memory, to be edited.
 fn pod_sriov() -> MemTree {
-    let archive = support::fixtures_dir().join("pod-sriov/root.tar.gz");
+    let archive = support::root("pod-sriov");
     rdmatopo::snapshot::load(&archive).unwrap()
 }
 
@@ -253,8 +247,8 @@ fn pod_sriov_reads_one_gid_table_and_names_the_rest() {
 #[test]
 fn a_gpu_far_from_its_nics_reads_what_is_beside_it() {
     let read = |name: &str| {
-        let root = support::fixtures_dir().join(name).join("root");
-        both(|| Sysfs::at(&root), Needs::ALL)
+        let root = support::root(name);
+        both(|| support::open(&root), Needs::ALL)
     };
     let (all, owned, _, _) = read("pod-h100-acs-redirect");
     let view = owned.view.as_ref().expect("narrowed");
@@ -379,8 +373,8 @@ fn a_cdi_pod_is_narrowed_by_its_device_node_and_nvml() {
 }
 
 fn a_cdi_pod(name: &str) {
-    let root = support::fixtures_dir().join(name).join("root");
-    let topo = discover_view(&Sysfs::at(&root), Needs::TOPO, View::Owned).unwrap();
+    let root = support::root(name);
+    let topo = discover_view(&support::open(&root), Needs::TOPO, View::Owned).unwrap();
     assert_eq!(
         topo.process
             .env

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn root(name: &str) -> PathBuf {
-    support::fixtures_dir().join(name).join("root")
+    support::root(name)
 }
 
 fn run(args: &[&str]) -> (i32, String) {

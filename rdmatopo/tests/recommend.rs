@@ -14,22 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn fixture(name: &str) -> Option<PathBuf> {
-    let root = support::fixtures_dir().join(name).join("root");
-    root.join("sys").is_dir().then_some(root)
+    Some(support::root(name))
 }
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = support::fixtures_dir();
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path().join("root"))
-                .filter(|p| p.join("sys").is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    support::fixture_roots()
 }
 
 /// `rdmatopo exec` with a clean environment plus `env`.

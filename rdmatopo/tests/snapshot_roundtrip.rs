@@ -10,17 +10,7 @@ use rdmatopo::snapshot::{Capture, Options, load_reader};
 use std::path::PathBuf;
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = support::fixtures_dir();
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.join("root").is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    support::fixture_roots()
 }
 
 fn json_without_root(t: &rdmatopo::Topology) -> serde_json::Value {
@@ -34,7 +24,7 @@ fn every_fixture_round_trips() {
     let fixtures = fixtures();
     assert!(!fixtures.is_empty(), "no fixtures");
     support::par_map(&fixtures, |f| {
-        let fs = Sysfs::at(f.join("root")).recording();
+        let fs = support::open(f).recording();
         let topo = rdmatopo::discover_fs(&fs).unwrap();
         let capture = Capture::from_journal(&fs, &topo);
         // The recording kept what discovery read: only partly read or failed files
@@ -151,7 +141,7 @@ fn every_fixture_answers_each_read_from_its_snapshot() {
         (serde_json::to_value(&t.gpus).unwrap(), names.join(" "))
     };
     support::par_map(&fixtures(), |f| {
-        let fs = Sysfs::at(f.join("root")).recording();
+        let fs = support::open(f).recording();
         let whole = rdmatopo::discover_fs(&fs).unwrap();
         let snapshot = Capture::from_journal(&fs, &whole).to_tree();
         let mut earlier = snapshot.clone();
@@ -168,7 +158,7 @@ fn every_fixture_answers_each_read_from_its_snapshot() {
             ("topo", Needs::TOPO),
             ("nccl-env", Needs::NCCL_ENV),
         ] {
-            let want = discover_view(&Sysfs::at(f.join("root")), needs, View::Owned).unwrap();
+            let want = discover_view(&support::open(f), needs, View::Owned).unwrap();
             let got =
                 discover_view(&Sysfs::memory(snapshot.clone(), "t"), needs, View::Owned).unwrap();
             assert_eq!(

@@ -6,26 +6,23 @@
 
 mod support;
 use rdmatopo::parse::PciAddr;
-use rdmatopo::{Needs, Sysfs, discover_needs};
+use rdmatopo::{Needs, discover_needs};
 
 #[test]
 fn vfs_placed_by_offset_and_stride_are_the_virtfn_links_on_every_fixture() {
     let mut placed = 0;
-    for entry in std::fs::read_dir(support::fixtures_dir()).unwrap() {
-        let root = entry.unwrap().path().join("root");
-        if !root.is_dir() {
-            continue;
-        }
-        let topo = discover_needs(&Sysfs::at(&root), Needs::ALL).unwrap();
+    for root in support::fixture_roots() {
+        let fs = support::open(&root);
+        let topo = discover_needs(&fs, Needs::ALL).unwrap();
         for pf in &topo.pci {
             let Some(sriov) = &pf.sriov else { continue };
-            let dir = root.join(format!("sys/bus/pci/devices/{}", pf.address));
+            let dir = format!("/sys/bus/pci/devices/{}", pf.address);
             let links: Vec<PciAddr> = (0..)
-                .map_while(|i| std::fs::read_link(dir.join(format!("virtfn{i}"))).ok())
-                .map(|t| t.file_name().unwrap().to_str().unwrap().parse().unwrap())
+                .map_while(|i| fs.read_link(&format!("{dir}/virtfn{i}")).ok())
+                .map(|t| t.rsplit('/').next().unwrap().parse().unwrap())
                 .collect();
             assert_eq!(sriov.vfs, links, "{}: {}", root.display(), pf.address);
-            placed += usize::from(!links.is_empty() && dir.join("sriov_stride").exists());
+            placed += usize::from(!links.is_empty() && fs.exists(&format!("{dir}/sriov_stride")));
         }
     }
     assert!(placed > 0, "no fixture has a PF with VFs and sriov_stride");

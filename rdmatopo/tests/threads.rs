@@ -34,7 +34,7 @@ fn threaded_and_sequential_discovery_agree() {
         "azure-ndv5",
         "dual-socket-pcie",
     ] {
-        let root = fixtures.join(name).join("root");
+        let root = fixtures.join(name).join("root.tar.gz");
         let one = inventory(&root, "1");
         assert!(one.len() > 1000, "{name}");
         assert!(

@@ -33,19 +33,21 @@ impl MemTree {
     /// Add an entry at `path`, creating its parent directories.
     pub fn insert(&mut self, path: &str, entry: MemEntry) -> &mut Self {
         let path = normalize(path);
-        let mut dir = String::new();
-        for comp in path.split('/').filter(|c| !c.is_empty()) {
-            if !dir.is_empty() || path.starts_with('/') {
-                self.entries
-                    .entry(if dir.is_empty() {
-                        "/".into()
-                    } else {
-                        dir.clone()
-                    })
-                    .or_insert(MemEntry::Dir);
+        // Parents from the nearest up, until one exists: its own parents came with it.
+        let mut missing = Vec::new();
+        let mut parent = path.as_str();
+        while let Some(cut) = parent.rfind('/') {
+            parent = if cut == 0 { "/" } else { &parent[..cut] };
+            if parent == path || self.entries.contains_key(parent) {
+                break;
             }
-            dir.push('/');
-            dir.push_str(comp);
+            missing.push(parent.to_string());
+            if parent == "/" {
+                break;
+            }
+        }
+        for dir in missing {
+            self.entries.insert(dir, MemEntry::Dir);
         }
         self.entries.insert(path, entry);
         self

@@ -380,24 +380,6 @@ mod tests {
     }
 
     #[test]
-    fn class_between_agrees_with_the_matrix() {
-        let t = dgx_like();
-        let d = Devices::of(&t);
-        let m = TopoMatrix::for_topology(&t);
-        for a in m.devices() {
-            for b in m.devices() {
-                assert_eq!(
-                    d.class_between(a.pci, b.pci).ok(),
-                    m.get(&a.name, &b.name),
-                    "{} {}",
-                    a.name,
-                    b.name
-                );
-            }
-        }
-    }
-
-    #[test]
     fn nearest_nics_are_the_best_class_of_the_row() {
         let t = dgx_like();
         let d = Devices::of(&t);

@@ -1,35 +1,87 @@
-//! The fixtures' directory form for the integration tests.
+//! The fixtures, read as the product reads them.
 //!
-//! Each fixture is stored as `fixtures/<name>/root.tar.gz` (an overlay for pod and fault
-//! variants). The product reads those directly (tests/archives.rs checks it on every
-//! fixture); most tests read the unpacked `fixtures/<name>/root/` instead, which
-//! `fixtures/tools/unpack.py` writes once and keeps until an archive changes.
+//! Each fixture is one archive, `fixtures/<name>/root.tar.gz` (an overlay on its base for
+//! pod and fault variants), and the tests read it directly, as `--root` does. Only
+//! tests/archives.rs looks at the directory form that the C and Python tests read.
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::OnceLock;
+// A test cannot run without its fixtures: a missing one panics, naming the path.
+#![allow(clippy::panic)]
 
-/// `fixtures/`, with every fixture's `root/` unpacked from its archive.
-#[allow(clippy::panic)] // a test cannot run without its fixtures
+use rdmatopo::Sysfs;
+use rdmatopo::sysfs::MemTree;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// `fixtures/`.
 pub fn fixtures_dir() -> PathBuf {
-    static UNPACKED: OnceLock<PathBuf> = OnceLock::new();
-    UNPACKED
-        .get_or_init(|| {
-            let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"));
-            let script = dir.join("tools/unpack.py");
-            let out = Command::new("python3")
-                .arg(&script)
-                .output()
-                .unwrap_or_else(|e| panic!("python3 {}: {e}", script.display()));
-            assert!(
-                out.status.success(),
-                "python3 {} failed:\n{}",
-                script.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            dir
-        })
-        .clone()
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"))
+}
+
+/// Every fixture directory (each folder of `fixtures/` but `tools/`), sorted. A folder
+/// without its `root.tar.gz` fails the test rather than being passed over.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn fixture_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+        .unwrap_or_else(|e| panic!("{}: {e}", fixtures_dir().display()))
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.is_dir() && !p.ends_with("tools"))
+        .collect();
+    dirs.sort();
+    assert!(
+        !dirs.is_empty(),
+        "no fixture under {}",
+        fixtures_dir().display()
+    );
+    for dir in &dirs {
+        let archive = dir.join("root.tar.gz");
+        assert!(
+            archive.is_file(),
+            "fixture without its archive: {}",
+            archive.display()
+        );
+    }
+    dirs
+}
+
+/// Every fixture's archive, sorted by fixture name.
+#[allow(dead_code)]
+pub fn fixture_roots() -> Vec<PathBuf> {
+    fixture_dirs()
+        .into_iter()
+        .map(|d| d.join("root.tar.gz"))
+        .collect()
+}
+
+/// The archive of fixture `name`.
+#[allow(dead_code)]
+pub fn root(name: &str) -> PathBuf {
+    let archive = fixtures_dir().join(name).join("root.tar.gz");
+    assert!(archive.is_file(), "no fixture {}", archive.display());
+    archive
+}
+
+/// A reader of the archive `root`, as `rdmatopo::open_root` makes it; each archive is
+/// unpacked into memory once per test binary.
+#[allow(dead_code)]
+pub fn open(root: &Path) -> Sysfs {
+    static TREES: OnceLock<Mutex<HashMap<PathBuf, MemTree>>> = OnceLock::new();
+    let trees = TREES.get_or_init(Mutex::default);
+    let cached = trees
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(root)
+        .cloned();
+    let tree = cached.unwrap_or_else(|| {
+        let tree =
+            rdmatopo::snapshot::load(root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+        trees
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(root.to_path_buf(), tree.clone());
+        tree
+    });
+    Sysfs::memory(tree, root.display().to_string())
 }
 
 /// `tree` without any PCI function's `uevent`, as a capture that leaves it out: a
