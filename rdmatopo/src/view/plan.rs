@@ -13,7 +13,7 @@ use super::affinity::numa_of;
 use super::affinity::{PathClass, path_class};
 use super::container::{ContainerView, Ownership};
 use super::error::ViewError;
-use super::gid::{GidChoice, choose_gid, is_roce, unusable_reason};
+use super::gid::{GidChoice, NcclGidEnv, choose_gid, is_roce, nccl_gid_index, unusable_reason};
 use super::naming::GpuNames;
 use super::words::{list_short, list_short_counted};
 use crate::model::{
@@ -197,7 +197,6 @@ impl Plan {
 
         let mut env_out = BTreeMap::new();
         let mut env_reasons = BTreeMap::new();
-        let mut gid_index = BTreeMap::new();
         let gids = choose_gids(&topo, &usable);
         hca_env(
             &usable,
@@ -206,12 +205,13 @@ impl Plan {
             &mut env_reasons,
             &mut notes,
         );
-        gid_env(
+        let gid_index = gid_env(
+            &topo,
             &gids,
             &usable,
+            env,
             &mut env_out,
             &mut env_reasons,
-            &mut gid_index,
             &mut notes,
         );
         merge_vfs_env(&usable, &nics, &mut env_out, &mut env_reasons);
@@ -754,6 +754,65 @@ fn select_ports<'t>(
         !drop.contains(&(i - 1))
     });
 
+    // Storage and front-end rails: ports at NODE or SYS from every GPU in use, while
+    // every GPU in use has a PIX/PXB port of its own. NCCL sees NODE as PHB, beyond
+    // its default NCCL_NET_GDR_LEVEL (PXB; nccl src/graph/paths.cc ncclTopoCheckGdr,
+    // v2.30.7-1), and never prefers such a port for a GPU that has a closer one
+    // (src/graph/topo.cc ncclTopoGetLocal); left in NCCL_IB_HCA, rings may still put
+    // traffic on it (src/graph/search.cc ncclTopoSelectNets takes any NIC up to the
+    // search's typeInter), sharing the storage fabric. The DGX H100/H200 and B200
+    // guides give these ports to storage and in-band management and the compute fabric
+    // to the eight single-port ConnectX-7 (docs.nvidia.com/dgx-basepod, "Core
+    // Components"; docs.nvidia.com/dgx-superpod, H100 RA "Network Fabrics").
+    if !gpus.is_empty() {
+        let own: Vec<Option<&str>> = gpus
+            .iter()
+            .map(|g| {
+                cands
+                    .iter()
+                    .filter(|c| gpu_nic_class(topo, *g, c.func).allows_gdr())
+                    .map(|c| c.dev.name.as_str())
+                    .next()
+            })
+            .collect();
+        if own.iter().all(Option::is_some) {
+            let far: Vec<Option<PathClass>> = cands
+                .iter()
+                .map(|c| {
+                    best_class(topo, gpus, c)
+                        .filter(|k| matches!(k, PathClass::Node | PathClass::Sys))
+                })
+                .collect();
+            let mut close: Vec<&str> = own.iter().flatten().copied().collect();
+            close.sort_by(|a, b| natural_cmp(a, b));
+            close.dedup();
+            let summary = list_short(&close);
+            let mut k = far.iter();
+            cands.retain(|c| {
+                let Some(Some(class)) = k.next() else {
+                    return true;
+                };
+                // A GPU outside the job may own it: then it is that GPU's rail.
+                let owner = topo.gpus.iter().find_map(|g| {
+                    let k = gpu_nic_class(topo, g.pci, c.func);
+                    (!gpus.contains(&g.pci) && k.allows_gdr()).then_some((g.pci, k))
+                });
+                let what = match owner {
+                    Some((gpu, k)) => format!("rail of GPU {gpu} ({k}), which is not in use"),
+                    None => "storage or front-end rail".to_string(),
+                };
+                exclude(
+                    excluded,
+                    c,
+                    format!(
+                        "{what}: no GPU in use is closer to it than {class}, while each has a PIX/PXB HCA of its own ({summary}); NCCL would not use GPUDirect RDMA over it and rings could spill onto it"
+                    ),
+                );
+                false
+            });
+        }
+    }
+
     // HCAs that every GPU in use reaches only across NUMA nodes, when others are closer.
     if !gpus.is_empty() {
         let classes: Vec<PathClass> = cands
@@ -1053,25 +1112,29 @@ fn hca_env(
     );
 }
 
+/// `NCCL_IB_GID_INDEX` only where NCCL's own choice (under the environment's
+/// `NCCL_IB_ADDR_FAMILY`, `NCCL_IB_ADDR_RANGE`, `NCCL_IB_ROCE_VERSION_NUM`, and the
+/// family this plan sets) would differ from the right GID on some RoCE port.
 fn gid_env(
+    topo: &Topology,
     gids: &BTreeMap<&str, GidChoice>,
     cands: &[Cand],
+    user_env: &BTreeMap<String, String>,
     env: &mut BTreeMap<String, String>,
     why: &mut BTreeMap<String, String>,
-    gid_index: &mut BTreeMap<String, u32>,
     notes: &mut Vec<String>,
-) {
-    for (label, g) in gids {
-        gid_index.insert(label.to_string(), g.index);
-    }
+) -> BTreeMap<String, u32> {
+    let gid_index = gids
+        .iter()
+        .map(|(label, g)| (label.to_string(), g.index))
+        .collect();
     let roce = cands
         .iter()
         .filter(|c| c.fabric == Fabric::Ethernet)
         .count();
     if roce == 0 || gids.is_empty() {
-        return;
+        return gid_index;
     }
-    let indexes: BTreeSet<u32> = gids.values().map(|g| g.index).collect();
     let describe = |g: &GidChoice| {
         format!(
             "{}:{}={} ({} on {})",
@@ -1083,22 +1146,9 @@ fn gid_env(
         )
     };
     let per_hca: Vec<String> = gids.values().map(describe).collect();
-    if let [only] = indexes.iter().collect::<Vec<_>>().as_slice() {
-        env.insert("NCCL_IB_GID_INDEX".into(), only.to_string());
-        why.insert(
-            "NCCL_IB_GID_INDEX".into(),
-            format!(
-                "every RoCE port in NCCL_IB_HCA has its RoCE v2 / IPv4 GID with a netdev of this namespace at index {only}: {}",
-                per_hca.join(", ")
-            ),
-        );
-    } else {
-        notes.push(format!(
-            "NCCL_IB_GID_INDEX is not set: the right GID index differs between HCAs ({}); NCCL ≥ 2.21.5 picks each one by itself",
-            per_hca.join(", ")
-        ));
-    }
     let ipv6 = gids.values().filter(|g| g.is_ipv6()).count();
+    let mut nccl_vars = user_env.clone();
+    nccl_vars.remove("NCCL_IB_GID_INDEX");
     if ipv6 == gids.len() {
         env.insert("NCCL_IB_ADDR_FAMILY".into(), "AF_INET6".into());
         why.insert(
@@ -1106,12 +1156,72 @@ fn gid_env(
             "no RoCE port in NCCL_IB_HCA has an IPv4 GID here; NCCL looks for IPv4 GIDs unless told AF_INET6"
                 .into(),
         );
+        nccl_vars.insert("NCCL_IB_ADDR_FAMILY".into(), "AF_INET6".into());
     } else if ipv6 > 0 {
         notes.push(
             "some RoCE ports have only IPv6 GIDs and others IPv4: NCCL's address family cannot suit both"
                 .to_string(),
         );
     }
+    // What NCCL would pick by itself, port by port, where it is not the right GID.
+    let nccl_env = NcclGidEnv::from_env(&nccl_vars);
+    let wrong: Vec<String> = gids
+        .iter()
+        .filter_map(|(label, g)| {
+            let c = cands.iter().find(|c| c.label == *label)?;
+            let nccl = nccl_gid_index(c.port, &nccl_env)?;
+            (nccl != g.index).then(|| {
+                let what = c.port.gids.iter().find(|x| x.index == nccl).map_or(
+                    "an empty slot".to_string(),
+                    |x| {
+                        let addr = x.ipv4.clone().unwrap_or_else(|| x.gid.clone());
+                        match unusable_reason(topo, x) {
+                            Some(r) => format!("{addr}, {r}"),
+                            None => addr,
+                        }
+                    },
+                );
+                format!("{label} would get {nccl} ({what}) instead of {}", g.index)
+            })
+        })
+        .collect();
+    let steering: Vec<&str> = [
+        "NCCL_IB_ADDR_FAMILY",
+        "NCCL_IB_ADDR_RANGE",
+        "NCCL_IB_ROCE_VERSION_NUM",
+    ]
+    .into_iter()
+    .filter(|k| user_env.contains_key(*k))
+    .collect();
+    let under = if steering.is_empty() {
+        String::new()
+    } else {
+        format!(" under this environment's {}", steering.join(", "))
+    };
+    let indexes: BTreeSet<u32> = gids.values().map(|g| g.index).collect();
+    if wrong.is_empty() {
+        notes.push(format!(
+            "NCCL_IB_GID_INDEX is not set: NCCL ≥ 2.21.5's own choice{under} is the right GID on every RoCE port ({})",
+            per_hca.join(", ")
+        ));
+    } else if let [only] = indexes.iter().collect::<Vec<_>>().as_slice() {
+        env.insert("NCCL_IB_GID_INDEX".into(), only.to_string());
+        why.insert(
+            "NCCL_IB_GID_INDEX".into(),
+            format!(
+                "NCCL's own choice{under} would be wrong: {}; every RoCE port in NCCL_IB_HCA has its right GID (RoCE v2, a netdev of this namespace) at index {only}: {}",
+                wrong.join("; "),
+                per_hca.join(", ")
+            ),
+        );
+    } else {
+        notes.push(format!(
+            "NCCL's own GID choice{under} would be wrong ({}), and the right index differs between HCAs ({}), so no one NCCL_IB_GID_INDEX fits: steer NCCL with NCCL_IB_ADDR_RANGE, or expose one interface per HCA",
+            wrong.join("; "),
+            per_hca.join(", ")
+        ));
+    }
+    gid_index
 }
 
 /// NCCL merges an HCA's PCI address by zeroing its device and function digits
