@@ -193,7 +193,8 @@ impl Plan {
         let mut excluded = Vec::new();
         let usable = select_ports(&topo, &view, &gpus_in_use, &mut excluded, &mut notes);
         let nics = physical_nics(&usable);
-        let per_gpu = assign_nics(&topo, &gpus_in_use, &usable, &nics);
+        let policy = NetDevsPolicy::from_env(env);
+        let per_gpu = assign_nics(&topo, &gpus_in_use, &usable, &nics, policy);
 
         let mut env_out = BTreeMap::new();
         let mut env_reasons = BTreeMap::new();
@@ -215,6 +216,7 @@ impl Plan {
             &mut notes,
         );
         merge_vfs_env(&usable, &nics, &mut env_out, &mut env_reasons);
+        let fused = virtual_nics(&topo, &usable, env, &env_out, &mut notes);
         socket_env(&topo, &mut env_out, &mut env_reasons, &mut notes);
         // RoCE QoS (analysis/qos.rs): NCCL_IB_TC from the ports' configured traffic class.
         let qos_ports: Vec<(&str, u32)> = usable
@@ -250,6 +252,13 @@ impl Plan {
                 None => (Vec::new(), "no usable HCA for this GPU".to_string()),
             };
             reasons.push(hca_reason);
+            for v in fused.iter().filter(|v| v.iter().any(|p| hcas.contains(p))) {
+                reasons.push(format!(
+                    "NCCL fuses {} into one virtual NIC ({})",
+                    v.join(" and "),
+                    vnic_name(v)
+                ));
+            }
             let rank_gids: Vec<&GidChoice> =
                 hcas.iter().filter_map(|h| gids.get(h.as_str())).collect();
             let gid = match rank_gids.as_slice() {
@@ -945,7 +954,7 @@ pub fn preferred_hcas(topo: &Topology) -> BTreeMap<PciAddr, (Vec<String>, PathCl
     }
     let gpus: Vec<PciAddr> = topo.gpus.iter().map(|g| g.pci).collect();
     let nics = physical_nics(&cands);
-    assign_nics(&topo, &gpus, &cands, &nics)
+    assign_nics(&topo, &gpus, &cands, &nics, NetDevsPolicy::Auto)
         .into_iter()
         .map(|(g, a)| (g, (a.ports, a.class)))
         .collect()
@@ -953,11 +962,47 @@ pub fn preferred_hcas(topo: &Topology) -> BTreeMap<PciAddr, (Vec<String>, PathCl
 
 /// NCCL's preference per GPU: the physical NICs at the closest class; GPUs that tie on
 /// the same NICs split them in PCI order, so that each keeps its own rail.
+/// `NCCL_NETDEVS_POLICY` (NCCL 2.28+, `getNetDevsPolicyOnce` in src/graph/topo.cc,
+/// v2.30.7-1): how many of its closest NICs each GPU uses. `AUTO` (default) shares
+/// them among the GPUs that tie on them, `ALL` gives each GPU all of them, `MAX:n` at
+/// most n. Case-blind; anything else, or `MAX:` with no number above 0, is `AUTO`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NetDevsPolicy {
+    Auto,
+    All,
+    Max(usize),
+}
+
+impl NetDevsPolicy {
+    fn from_env(env: &BTreeMap<String, String>) -> Self {
+        let Some(v) = env.get("NCCL_NETDEVS_POLICY") else {
+            return Self::Auto;
+        };
+        if v.eq_ignore_ascii_case("ALL") {
+            return Self::All;
+        }
+        let max = v
+            .get(..4)
+            .filter(|p| p.eq_ignore_ascii_case("MAX:"))
+            .and_then(|_| {
+                let digits: String = v[4..]
+                    .trim_start()
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<usize>().ok()
+            })
+            .filter(|n| *n > 0);
+        max.map_or(Self::Auto, Self::Max)
+    }
+}
+
 fn assign_nics(
     topo: &Topology,
     gpus: &[PciAddr],
     cands: &[Cand],
     nics: &[Vec<usize>],
+    policy: NetDevsPolicy,
 ) -> BTreeMap<PciAddr, Assignment> {
     let mut out = BTreeMap::new();
     if nics.is_empty() {
@@ -1006,10 +1051,14 @@ fn assign_nics(
         ordered.sort_by_key(|i| (usage[*i], *i));
         let (n, g) = (ordered.len(), group.len());
         for (k, gpu) in group.iter().enumerate() {
-            let mine: Vec<usize> = if n >= g {
-                ordered[k * n / g..(k + 1) * n / g].to_vec()
-            } else {
-                vec![ordered[k * n / g]]
+            // NCCL starts each GPU at its own offset among the shared NICs
+            // (ncclTopoGetLocalNetType) and takes as many as the policy allows.
+            let start = k * n / g;
+            let mine: Vec<usize> = match policy {
+                NetDevsPolicy::Auto if n >= g => ordered[start..(k + 1) * n / g].to_vec(),
+                NetDevsPolicy::Auto => vec![ordered[start]],
+                NetDevsPolicy::All => (0..n).map(|j| ordered[(start + j) % n]).collect(),
+                NetDevsPolicy::Max(m) => (0..m.min(n)).map(|j| ordered[(start + j) % n]).collect(),
             };
             for m in &mine {
                 usage[*m] += 1;
@@ -1032,7 +1081,19 @@ fn assign_nics(
                     .collect();
                 v.join(", ")
             };
-            let reason = if n == 1 && g == 1 {
+            let reason = if policy != NetDevsPolicy::Auto && n > 1 {
+                format!(
+                    "{n} NIC{} at {class} ({}) are the closest to {g} GPU{}; this GPU takes {} (NCCL_NETDEVS_POLICY={})",
+                    plural(n),
+                    nic_names(&ordered),
+                    plural(g),
+                    nic_names(&mine),
+                    match policy {
+                        NetDevsPolicy::Max(m) => format!("MAX:{m}"),
+                        _ => "ALL".to_string(),
+                    }
+                )
+            } else if n == 1 && g == 1 {
                 format!(
                     "{} is {class} from the GPU, the closest of any usable HCA",
                     nic_names(&mine)
@@ -1268,6 +1329,95 @@ fn merge_vfs_env(
             ),
         );
     }
+}
+
+/// `mlx5_0:1` → `mlx5_0`; the virtual NIC's name joins its devices with `+`.
+fn vnic_name(ports: &[String]) -> String {
+    ports
+        .iter()
+        .map(|p| p.rsplit_once(':').map_or(p.as_str(), |(d, _)| d))
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// The HCA ports NCCL ≥ 2.24 fuses into one virtual NIC, in NCCL's device order
+/// (PCI order since 2.29.7). NCCL places each IB port at its function's address with
+/// the function digit zeroed (and the device digits, `NCCL_IB_MERGE_VFS=1`;
+/// `ncclIbGetPciPath`, src/transport/net_ib/init.cc), so the ports of a dual-port card
+/// share a `<nic>`, which is `PATH_PORT` apart (`ncclTopoGetPath`); the default
+/// `NCCL_NET_MERGE_LEVEL=PORT` fuses them (`ncclTopoAutoMerge`, src/graph/topo.cc,
+/// v2.30.7-1), never across NUMA nodes (`ncclTopoMakeVnic`). `NCCL_IB_MERGE_NICS=0`
+/// or `NCCL_NET_MERGE_LEVEL=LOC` turn fusion off; `NCCL_NET_MERGE_POLICY=RAIL` (2.28+)
+/// fuses only ports given the same rail id in `NCCL_IB_HCA`.
+fn virtual_nics(
+    topo: &Topology,
+    cands: &[Cand],
+    user_env: &BTreeMap<String, String>,
+    plan_env: &BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) -> Vec<Vec<String>> {
+    let var = |k: &str| {
+        plan_env
+            .get(k)
+            .or_else(|| user_env.get(k))
+            .map(String::as_str)
+    };
+    if var("NCCL_IB_MERGE_NICS").is_some_and(|v| crate::parse::parse_nccl_int(v) == Ok(0)) {
+        return Vec::new();
+    }
+    match var("NCCL_NET_MERGE_LEVEL") {
+        None | Some("PORT") => {}
+        Some("LOC") => return Vec::new(),
+        Some(other) => {
+            notes.push(format!(
+                "NCCL_NET_MERGE_LEVEL={other}: NCCL may fuse HCAs farther apart than one card's ports into virtual NICs; this plan lists only the ports of one card"
+            ));
+        }
+    }
+    let merge_vfs = var("NCCL_IB_MERGE_VFS")
+        .is_none_or(|v| crate::parse::parse_nccl_int(v).map_or(true, |n| n != 0));
+    let rail_policy = var("NCCL_NET_MERGE_POLICY").is_some_and(|v| v.eq_ignore_ascii_case("RAIL"));
+    // Rail ids come from the list NCCL will read: the user's, which exec keeps.
+    let filter = user_env
+        .get("NCCL_IB_HCA")
+        .or_else(|| plan_env.get("NCCL_IB_HCA"))
+        .and_then(|v| crate::parse::parse_nccl_ib_hca(v).ok());
+    let mut ordered: Vec<&Cand> = cands.iter().filter(|c| c.dev.pci.is_some()).collect();
+    ordered.sort_by(|a, b| (a.dev.pci, a.port.number).cmp(&(b.dev.pci, b.port.number)));
+    let mut groups: Vec<(PciAddr, Option<u32>, Option<i16>, Vec<String>)> = Vec::new();
+    for c in ordered {
+        let Some(a) = c.dev.pci else { continue };
+        let merged = if merge_vfs {
+            PciAddr::new(a.domain, a.bus, 0, 0)
+        } else {
+            PciAddr::new(a.domain, a.bus, a.device, 0)
+        };
+        let numa = c.func.and_then(|f| numa_of(topo, f));
+        let rail = filter
+            .as_ref()
+            .and_then(|f| f.entry_for(&c.dev.name, c.port.number))
+            .and_then(|e| e.rail);
+        let joins = |g: &&mut (PciAddr, Option<u32>, Option<i16>, Vec<String>)| {
+            g.0 == merged && g.1 == numa && (!rail_policy || (rail.is_some() && g.2 == rail))
+        };
+        match groups.iter_mut().find(joins) {
+            Some(g) => g.3.push(c.label.clone()),
+            None => groups.push((merged, numa, rail, vec![c.label.clone()])),
+        }
+    }
+    let fused: Vec<Vec<String>> = groups
+        .into_iter()
+        .filter(|g| g.3.len() > 1)
+        .map(|g| g.3)
+        .collect();
+    for v in &fused {
+        notes.push(format!(
+            "NCCL (2.24 or later) fuses {} into one virtual NIC, {}: ports of one PCI device (NCCL_NET_MERGE_LEVEL=PORT); set NCCL_IB_MERGE_NICS=0 to keep them apart",
+            v.join(" and "),
+            vnic_name(v)
+        ));
+    }
+    fused
 }
 
 /// The bootstrap interface: the one with the default route.

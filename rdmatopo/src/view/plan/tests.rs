@@ -308,7 +308,8 @@ fn dual_port_cards_are_one_nic_and_ties_spread() {
         s.guid = Some(format!("b8ce:f603:00a1:b2c{guid}"));
         b.nic(s);
     }
-    let p = plan(&b.build());
+    let t = b.build();
+    let p = plan(&t);
     assert_eq!(p.ranks[0].hcas, ["mlx5_0:1", "mlx5_1:1"]);
     assert_eq!(p.ranks[1].hcas, ["mlx5_2:1", "mlx5_3:1"]);
     assert!(
@@ -317,6 +318,69 @@ fn dual_port_cards_are_one_nic_and_ties_spread() {
             .iter()
             .any(|r| r.contains("mlx5_0:1+mlx5_1:1"))
     );
+    // NCCL's own fusion of each card's two ports into a virtual NIC.
+    assert!(
+        p.ranks[1]
+            .reasons
+            .iter()
+            .any(|r| r == "NCCL fuses mlx5_2:1 and mlx5_3:1 into one virtual NIC (mlx5_2+mlx5_3)"),
+        "{:?}",
+        p.ranks[1].reasons
+    );
+    assert_eq!(
+        p.notes
+            .iter()
+            .filter(|n| n.contains("into one virtual NIC"))
+            .count(),
+        2
+    );
+    // Turned off, or limited to equal rail ids that the list does not give.
+    for env in [
+        &[("NCCL_IB_MERGE_NICS", "0")][..],
+        &[("NCCL_NET_MERGE_LEVEL", "LOC")],
+        &[("NCCL_NET_MERGE_POLICY", "rail")],
+    ] {
+        let p = with_env(&t, env).unwrap();
+        assert!(
+            !p.notes.iter().any(|n| n.contains("virtual NIC")),
+            "{env:?}"
+        );
+    }
+    // NCCL_NETDEVS_POLICY: ALL gives both GPUs both cards, MAX:1 one card each.
+    let p = with_env(&t, &[("NCCL_NETDEVS_POLICY", "all")]).unwrap();
+    for r in &p.ranks {
+        assert_eq!(r.hcas, ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"]);
+    }
+    let p = with_env(&t, &[("NCCL_NETDEVS_POLICY", "MAX:1")]).unwrap();
+    assert_eq!(p.ranks[1].hcas, ["mlx5_2:1", "mlx5_3:1"]);
+    assert!(
+        p.ranks[1]
+            .reasons
+            .iter()
+            .any(|r| r.contains("NCCL_NETDEVS_POLICY=MAX:1"))
+    );
+    // Not a policy NCCL knows: AUTO.
+    let p = with_env(&t, &[("NCCL_NETDEVS_POLICY", "MAX:0")]).unwrap();
+    assert_eq!(p.ranks[0].hcas, ["mlx5_0:1", "mlx5_1:1"]);
+    // RAIL with rail ids from NCCL_IB_HCA: only mlx5_0/mlx5_1 share one.
+    let p = with_env(
+        &t,
+        &[
+            ("NCCL_NET_MERGE_POLICY", "RAIL"),
+            (
+                "NCCL_IB_HCA",
+                "=mlx5_0:1:0,mlx5_1:1:0,mlx5_2:1:0,mlx5_3:1:1",
+            ),
+        ],
+    )
+    .unwrap();
+    let fused: Vec<&String> = p
+        .notes
+        .iter()
+        .filter(|n| n.contains("virtual NIC"))
+        .collect();
+    assert_eq!(fused.len(), 1, "{fused:?}");
+    assert!(fused[0].contains("mlx5_0+mlx5_1"));
     // Two GPUs and four separate NICs under one switch: NCCL's example, 0,1 and 2,3.
     let mut b = Builder::new(&["0-31"]);
     b.host_bridge("pci0000:00", Some(0));
