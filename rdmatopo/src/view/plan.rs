@@ -1374,8 +1374,8 @@ fn virtual_nics(
             ));
         }
     }
-    let merge_vfs = var("NCCL_IB_MERGE_VFS")
-        .is_none_or(|v| crate::parse::parse_nccl_int(v).map_or(true, |n| n != 0));
+    let merge_vfs =
+        var("NCCL_IB_MERGE_VFS").is_none_or(|v| crate::parse::parse_nccl_int(v) != Ok(0));
     let rail_policy = var("NCCL_NET_MERGE_POLICY").is_some_and(|v| v.eq_ignore_ascii_case("RAIL"));
     // Rail ids come from the list NCCL will read: the user's, which exec keeps.
     let filter = user_env
@@ -1383,8 +1383,10 @@ fn virtual_nics(
         .or_else(|| plan_env.get("NCCL_IB_HCA"))
         .and_then(|v| crate::parse::parse_nccl_ib_hca(v).ok());
     let mut ordered: Vec<&Cand> = cands.iter().filter(|c| c.dev.pci.is_some()).collect();
-    ordered.sort_by(|a, b| (a.dev.pci, a.port.number).cmp(&(b.dev.pci, b.port.number)));
-    let mut groups: Vec<(PciAddr, Option<u32>, Option<i16>, Vec<String>)> = Vec::new();
+    ordered.sort_by_key(|c| (c.dev.pci, c.port.number));
+    // (merged address, NUMA node, rail id): the ports NCCL puts in one virtual NIC.
+    type Key = (PciAddr, Option<u32>, Option<i16>);
+    let mut groups: Vec<(Key, Vec<String>)> = Vec::new();
     for c in ordered {
         let Some(a) = c.dev.pci else { continue };
         let merged = if merge_vfs {
@@ -1397,18 +1399,19 @@ fn virtual_nics(
             .as_ref()
             .and_then(|f| f.entry_for(&c.dev.name, c.port.number))
             .and_then(|e| e.rail);
-        let joins = |g: &&mut (PciAddr, Option<u32>, Option<i16>, Vec<String>)| {
-            g.0 == merged && g.1 == numa && (!rail_policy || (rail.is_some() && g.2 == rail))
+        let joins = |g: &&mut (Key, Vec<String>)| {
+            let (m, n, r) = g.0;
+            m == merged && n == numa && (!rail_policy || (rail.is_some() && r == rail))
         };
         match groups.iter_mut().find(joins) {
-            Some(g) => g.3.push(c.label.clone()),
-            None => groups.push((merged, numa, rail, vec![c.label.clone()])),
+            Some(g) => g.1.push(c.label.clone()),
+            None => groups.push(((merged, numa, rail), vec![c.label.clone()])),
         }
     }
     let fused: Vec<Vec<String>> = groups
         .into_iter()
-        .filter(|g| g.3.len() > 1)
-        .map(|g| g.3)
+        .map(|g| g.1)
+        .filter(|ports| ports.len() > 1)
         .collect();
     for v in &fused {
         notes.push(format!(
