@@ -9,6 +9,10 @@
 //! devices an entry selects; NCCL keeps channels on one rail and never mixes planes
 //! (`src/graph/search.cc`). Nothing is trimmed: NCCL compares bytes.
 //!
+//! Names are matched against the verbs device (`devices[d]->name`), before NCCL adds
+//! the `_dma` suffix of a ConnectX-8 Data Direct device, so `mlx5_0` selects both
+//! `mlx5_0` and `mlx5_0_dma`.
+//!
 //! NCCL up to 2.29 had a hand-written scanner: an empty port (`mlx5_0:`) read as
 //! `atoi("") = 0` and matched no port, fields after the port were ignored, and a name
 //! past 63 bytes overran its buffer (2.30 truncates it). This module reads 2.30's way
