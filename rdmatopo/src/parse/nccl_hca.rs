@@ -10,8 +10,9 @@
 //! (`src/graph/search.cc`). Nothing is trimmed: NCCL compares bytes.
 //!
 //! Names are matched against the verbs device (`devices[d]->name`), before NCCL adds
-//! the `_dma` suffix of a ConnectX-8 Data Direct device, so `mlx5_0` selects both
-//! `mlx5_0` and `mlx5_0_dma`.
+//! the `_dma` suffix of a ConnectX-8 Data Direct device: `mlx5_0` selects `mlx5_0_dma`,
+//! the only one NCCL exposes under `NCCL_IB_DATA_DIRECT=1` (its default), and `mlx5_0`
+//! too under `NCCL_IB_DATA_DIRECT=2`; `mlx5_0_dma` selects nothing.
 //!
 //! NCCL up to 2.29 had a hand-written scanner: an empty port (`mlx5_0:`) read as
 //! `atoi("") = 0` and matched no port, fields after the port were ignored, and a name
