@@ -16,7 +16,7 @@ use rdmatopo::Topology;
 use rdmatopo::model::{Gid, Port, RdmaDevice};
 use rdmatopo::parse::{gid_is_link_local, ls_cmp, parse_gid};
 use rdmatopo::view::container::Shown;
-use rdmatopo::view::gid::{GidChoice, choose_gid, of_other_namespace};
+use rdmatopo::view::gid::{GidChoice, NcclGidEnv, choose_gid, nccl_gid_index, of_other_namespace};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -234,12 +234,23 @@ fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> Stri
         }
         return s;
     }
-    s.push_str("\nNCCL's GID choice (RoCE v2 and IPv4 first, netdev in this namespace):\n");
+    s.push_str("\nThe GID to use (RoCE v2 and IPv4 first, netdev in this namespace):\n");
+    // NCCL's own scan under this process's NCCL_IB_ADDR_* variables, where it differs.
+    let mut nccl_env = NcclGidEnv::from_env(&topo.process.env);
+    nccl_env.gid_index = -1;
     for (k, c) in choices {
         let addr = c.ipv4.as_deref().unwrap_or(&c.gid);
+        let nccl = topo
+            .rdma_device(&c.device)
+            .and_then(|d| d.ports.iter().find(|p| p.number == c.port))
+            .and_then(|p| nccl_gid_index(p, &nccl_env))
+            .filter(|n| *n != c.index)
+            .map_or(String::new(), |n| {
+                format!("\t(NCCL by itself would take index {n}: set NCCL_IB_GID_INDEX)")
+            });
         let _ = writeln!(
             s,
-            "  {k}\tindex {}\t{addr} on {}",
+            "  {k}\tindex {}\t{addr} on {}{nccl}",
             c.index,
             c.netdev.as_deref().unwrap_or("?")
         );

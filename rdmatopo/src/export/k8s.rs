@@ -969,7 +969,7 @@ impl Default for NfdOptions {
 /// | `rdma.rails-numa<N>` | rails on NUMA node N |
 /// | `rdma.link-layer` | `infiniband` or `ethernet`, when the rails agree |
 /// | `rdma.link-speed-gbps` | the slowest rail's rate |
-/// | `rdma.gid-index` | `NCCL_IB_GID_INDEX` (RoCE) |
+/// | `rdma.gid-index` | the rails' RoCE GID index, when they agree |
 /// | `rdma.netns-mode` | `shared` or `exclusive` |
 /// | `gpu.count` | NVIDIA GPUs |
 /// | `gpu-rail.worst-path` | worst path class between a GPU and its rail (`PIX`…`SYS`) |
@@ -1013,8 +1013,16 @@ pub fn nfd_labels(
             put("rdma.link-speed-gbps", gbps(r));
         }
     }
-    if let Some(g) = rails.nccl_env.get("NCCL_IB_GID_INDEX") {
-        put("rdma.gid-index", g.clone());
+    // The rails' right RoCE GID index when they agree, whether or not NCCL needs
+    // NCCL_IB_GID_INDEX to find it.
+    let gid_indexes: BTreeSet<u32> = rails
+        .rails
+        .iter()
+        .filter_map(|r| crate::view::gid::choose_gid(topo, &r.port.device, r.port.port))
+        .map(|g| g.index)
+        .collect();
+    if let [only] = gid_indexes.iter().collect::<Vec<_>>().as_slice() {
+        put("rdma.gid-index", only.to_string());
     }
     match topo.host.rdma_netns_mode {
         Some(NetnsMode::Shared) => put("rdma.netns-mode", "shared".into()),

@@ -12,7 +12,9 @@
 //! link speed and width are the smaller of the device's and its upstream port's
 //! `max_link_*`, as NCCL reads them. An HCA's node carries NCCL's merged bus id
 //! (function digit zeroed, and the device digits too under `NCCL_IB_MERGE_VFS=1`), which
-//! is how NCCL finds it.
+//! is how NCCL finds it. The ports of one card thus share one `<nic>`, which is what
+//! makes NCCL ≥ 2.24 fuse them into a virtual NIC (`PATH_PORT`, `ncclTopoAutoMerge`);
+//! the virtual NIC itself is NCCL's to make at load and is never written.
 //!
 //! By default the file is the `<cpu>`/`<pci>` skeleton that NCCL's maintainers
 //! recommend (NVIDIA/nccl#1843): values in the file override detection, so nothing is

@@ -1,8 +1,23 @@
-//! `NCCL_IB_HCA`, read exactly as NCCL reads it (`parseStringList` and `matchIfList` in
-//! nccl `src/misc/utils.cc`, the `^` / `=` handling in `ncclIbInitDevices`):
-//! `[^][=]name[:port][,name[:port]…]`. A leading `^` excludes the listed devices, a
+//! `NCCL_IB_HCA`, read exactly as NCCL 2.30 reads it (`parseStringList` and
+//! `matchIfList` in nccl `src/misc/utils.cc`, the `^` / `=` handling in
+//! `ncclIbInitDevices`, `src/transport/net_ib/init.cc`, tag v2.30.7-1):
+//! `[^][=]name[:port[:rail[:plane]]][,…]`. A leading `^` excludes the listed devices, a
 //! following `=` makes every name exact instead of a prefix (`mlx5_1` otherwise also
-//! selects `mlx5_10`…`mlx5_19`). Nothing is trimmed: NCCL compares bytes.
+//! selects `mlx5_10`…`mlx5_19`). Entries split at `,` with empty ones skipped
+//! (`strtok_r`), fields at `:` (`strsep`); a missing or empty field is −1, which as a
+//! port matches every port (`matchPort`). The rail and plane ids (new in 2.30) label the
+//! devices an entry selects; NCCL keeps channels on one rail and never mixes planes
+//! (`src/graph/search.cc`). Nothing is trimmed: NCCL compares bytes.
+//!
+//! Names are matched against the verbs device (`devices[d]->name`), before NCCL adds
+//! the `_dma` suffix of a ConnectX-8 Data Direct device: `mlx5_0` selects `mlx5_0_dma`,
+//! the only one NCCL exposes under `NCCL_IB_DATA_DIRECT=1` (its default), and `mlx5_0`
+//! too under `NCCL_IB_DATA_DIRECT=2`; `mlx5_0_dma` selects nothing.
+//!
+//! NCCL up to 2.29 had a hand-written scanner: an empty port (`mlx5_0:`) read as
+//! `atoi("") = 0` and matched no port, fields after the port were ignored, and a name
+//! past 63 bytes overran its buffer (2.30 truncates it). This module reads 2.30's way
+//! and still refuses names past 63 bytes, which older releases cannot hold.
 
 use super::error::ParseError;
 use serde::{Deserialize, Serialize};
@@ -13,14 +28,20 @@ pub const MAX_HCA_ENTRIES: usize = 32;
 /// Longest name NCCL can hold: `struct netIf { char prefix[64]; }` and no bounds check.
 pub const MAX_HCA_NAME: usize = 63;
 
-/// One `name[:port]` entry.
+/// One `name[:port[:rail[:plane]]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HcaEntry {
     /// Device name, or its prefix when the list is not exact.
     pub name: String,
-    /// `None`: every port. A port that is not a number reads as 0 (`atoi`), which
-    /// matches no port.
+    /// `None` (field missing or empty): every port; so is −1. A port that is not a
+    /// number reads as 0 (`atoi`), which matches no port.
     pub port: Option<i32>,
+    /// Rail id given to the selected devices (NCCL 2.30, `int16_t`); `None`: unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<i16>,
+    /// Plane id given to the selected devices (NCCL 2.30, `int16_t`); `None`: unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plane: Option<i16>,
 }
 
 /// A parsed `NCCL_IB_HCA` value.
@@ -49,20 +70,33 @@ impl HcaFilter {
         self.picks(name, None)
     }
 
+    /// The first entry that selects `port` of `device` in an include list: the one whose
+    /// rail and plane ids NCCL gives the port (`userIfId`). `None` in an exclude list.
+    pub fn entry_for(&self, device: &str, port: u32) -> Option<&HcaEntry> {
+        if self.exclude {
+            return None;
+        }
+        self.entries
+            .iter()
+            .find(|e| self.entry_picks(e, device, Some(port)))
+    }
+
+    fn entry_picks(&self, e: &HcaEntry, name: &str, port: Option<u32>) -> bool {
+        let name_ok = if self.exact {
+            name == e.name
+        } else {
+            name.starts_with(&e.name)
+        };
+        let port_ok = match (e.port, port) {
+            (Some(-1), _) | (None, _) | (_, None) => true,
+            (Some(listed), Some(port)) => i64::from(listed) == i64::from(port),
+        };
+        name_ok && port_ok
+    }
+
     fn picks(&self, name: &str, port: Option<u32>) -> bool {
-        let listed = self.entries.is_empty()
-            || self.entries.iter().any(|e| {
-                let name_ok = if self.exact {
-                    name == e.name
-                } else {
-                    name.starts_with(&e.name)
-                };
-                let port_ok = match (e.port, port) {
-                    (Some(listed), Some(port)) => i64::from(listed) == i64::from(port),
-                    _ => true,
-                };
-                name_ok && port_ok
-            });
+        let listed =
+            self.entries.is_empty() || self.entries.iter().any(|e| self.entry_picks(e, name, port));
         listed != self.exclude
     }
 }
@@ -89,13 +123,16 @@ pub fn parse_nccl_ib_hca(text: &str) -> Result<HcaFilter, ParseError> {
     // NCCL stops at the first NUL, like any C string.
     let rest = rest.split('\0').next().unwrap_or_default();
     for item in rest.split(',') {
-        let (name, port) = match item.split_once(':') {
-            Some((name, port)) => (name, Some(atoi(port))),
-            None => (item, None),
-        };
+        let mut fields = item.split(':');
+        let name = fields.next().unwrap_or_default();
         if name.is_empty() {
             continue;
         }
+        // Absent or empty: −1 in NCCL; `int16_t` keeps the low 16 bits of rail and plane.
+        let mut field = || fields.next().filter(|f| !f.is_empty()).map(atoi);
+        let port = field();
+        let rail = field().map(|v| v as i16);
+        let plane = field().map(|v| v as i16);
         if name.len() > MAX_HCA_NAME {
             return Err(ParseError::new(
                 "NCCL_IB_HCA",
@@ -110,6 +147,8 @@ pub fn parse_nccl_ib_hca(text: &str) -> Result<HcaFilter, ParseError> {
         filter.entries.push(HcaEntry {
             name: name.to_string(),
             port,
+            rail,
+            plane,
         });
     }
     Ok(filter)
@@ -153,8 +192,18 @@ impl fmt::Display for HcaFilter {
                 f.write_str(",")?;
             }
             f.write_str(&e.name)?;
-            if let Some(p) = e.port {
-                write!(f, ":{p}")?;
+            // Trailing unset fields are left out; an unset one before a set one is empty.
+            let fields = [
+                e.port.map(i64::from),
+                e.rail.map(i64::from),
+                e.plane.map(i64::from),
+            ];
+            let last = fields.iter().rposition(Option::is_some);
+            for v in fields.iter().take(last.map_or(0, |l| l + 1)) {
+                match v {
+                    Some(v) => write!(f, ":{v}")?,
+                    None => f.write_str(":")?,
+                }
             }
         }
         Ok(())
@@ -182,13 +231,50 @@ mod tests {
     fn ports_and_empty_lists() {
         let f = parse_nccl_ib_hca("mlx5_0:1,mlx5_1:x,,mlx5_2:").unwrap();
         let ports: Vec<_> = f.entries.iter().map(|e| e.port).collect();
-        assert_eq!(ports, [Some(1), Some(0), Some(0)]);
+        // 2.30: an empty port field is −1, every port (2.29 read it as port 0).
+        assert_eq!(ports, [Some(1), Some(0), None]);
         assert!(!f.selects("mlx5_1", 1), "a port of 0 matches nothing");
+        assert!(f.selects("mlx5_2", 2), "an empty port matches every port");
+        assert!(
+            parse_nccl_ib_hca("=mlx5_0:-1")
+                .unwrap()
+                .selects("mlx5_0", 2)
+        );
         assert!(parse_nccl_ib_hca("").unwrap().selects("anything", 1));
         assert!(!parse_nccl_ib_hca("^").unwrap().selects("anything", 1));
-        // NCCL's `atoi` reads the rail field's colon as the end of the port.
+        // An entry without a name is skipped, as strtok_r + strsep leave it.
+        assert!(parse_nccl_ib_hca(":1,mlx5_0").unwrap().entries.len() == 1);
+    }
+
+    /// NCCL 2.30's rail and plane fields, and the entry that gives a port its ids.
+    #[test]
+    fn rail_and_plane_fields() {
+        let f = parse_nccl_ib_hca("=mlx5_0:1:0:0,mlx5_1::1:0,mlx5_2:1:2:1:9,mlx5_3:1::1").unwrap();
+        let ids: Vec<_> = f
+            .entries
+            .iter()
+            .map(|e| (e.port, e.rail, e.plane))
+            .collect();
         assert_eq!(
-            parse_nccl_ib_hca("mlx5_0:1:0").unwrap().entries[0].port,
+            ids,
+            [
+                (Some(1), Some(0), Some(0)),
+                (None, Some(1), Some(0)),
+                (Some(1), Some(2), Some(1)),
+                (Some(1), None, Some(1)),
+            ]
+        );
+        assert_eq!(f.entry_for("mlx5_1", 2).and_then(|e| e.rail), Some(1));
+        assert_eq!(f.entry_for("mlx5_4", 1), None);
+        assert_eq!(
+            parse_nccl_ib_hca("^mlx5_0:1:3")
+                .unwrap()
+                .entry_for("mlx5_1", 1),
+            None
+        );
+        // int16_t: the low 16 bits.
+        assert_eq!(
+            parse_nccl_ib_hca("mlx5_0:1:65537").unwrap().entries[0].rail,
             Some(1)
         );
     }
@@ -205,7 +291,15 @@ mod tests {
 
     #[test]
     fn display_parses_back() {
-        for text in ["^=mlx5_0:1,mlx5_1", "mlx5", ",^odd", "^,=odd", "==x"] {
+        for text in [
+            "^=mlx5_0:1,mlx5_1",
+            "mlx5",
+            ",^odd",
+            "^,=odd",
+            "==x",
+            "=mlx5_0::2:1,mlx5_1:1:0",
+            "mlx5_0:1::3",
+        ] {
             let f = parse_nccl_ib_hca(text).unwrap();
             assert_eq!(parse_nccl_ib_hca(&f.to_string()).unwrap(), f, "{text}");
         }

@@ -16,8 +16,10 @@
 //! ports get nothing: NCCL uses index 0 there and ignores `NCCL_IB_GID_INDEX`.
 
 use crate::model::{Gid, Port, Topology};
-use crate::parse::{GidType, LinkLayer, gid_is_link_local, gid_is_zero, parse_gid};
+use crate::parse::{GidType, LinkLayer, gid_is_link_local, gid_is_zero, parse_gid, parse_nccl_int};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
 
 /// The GID a RoCE port should use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +165,191 @@ pub fn choose_gid(topo: &Topology, device: &str, port: u32) -> Option<GidChoice>
         ipv4: best.ipv4.clone(),
         netdev: best.netdev.clone(),
     })
+}
+
+/// The variables that steer NCCL's own RoCE GID choice, read as NCCL reads them
+/// (nccl `src/transport/net_ib/connect.cc`, v2.30.7-1: `NCCL_PARAM(IbGidIndex)`,
+/// `envIbAddrFamily`, `envIbAddrRange`, `NCCL_PARAM(IbRoceVersionNum)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NcclGidEnv {
+    /// `NCCL_IB_GID_INDEX` (default −1: automatic).
+    pub gid_index: i64,
+    /// `NCCL_IB_ADDR_FAMILY=AF_INET6`; anything else, or unset, is AF_INET.
+    pub ipv6: bool,
+    /// `NCCL_IB_ADDR_RANGE` as `addr/len` in the chosen family; `None`: every address.
+    pub range: Option<(Ipv6Addr, u32)>,
+    /// `NCCL_IB_ROCE_VERSION_NUM` (default 2).
+    pub roce_version: i64,
+}
+
+impl Default for NcclGidEnv {
+    fn default() -> Self {
+        Self {
+            gid_index: -1,
+            ipv6: false,
+            range: None,
+            roce_version: 2,
+        }
+    }
+}
+
+impl NcclGidEnv {
+    /// Read the four variables from an environment. A value NCCL rejects leaves its
+    /// default, as NCCL does (`ncclLoadParam` keeps the default on a bad number;
+    /// `envIbAddrRange` ignores a range without `/`, an address of the other family,
+    /// or a length past the family's width).
+    pub fn from_env(env: &BTreeMap<String, String>) -> Self {
+        let int = |k: &str, default: i64| {
+            env.get(k)
+                .and_then(|v| parse_nccl_int(v).ok())
+                .unwrap_or(default)
+        };
+        let ipv6 = env.get("NCCL_IB_ADDR_FAMILY").map(String::as_str) == Some("AF_INET6");
+        let range = env
+            .get("NCCL_IB_ADDR_RANGE")
+            .and_then(|v| parse_addr_range(v, ipv6));
+        Self {
+            gid_index: int("NCCL_IB_GID_INDEX", -1),
+            ipv6,
+            range,
+            roce_version: int("NCCL_IB_ROCE_VERSION_NUM", 2),
+        }
+    }
+}
+
+/// `envIbAddrRange`: `addr/len` parsed with `inet_pton` in the family NCCL looks for,
+/// the length with `strtol` (leading digits; none reads 0). NCCL copies the value into
+/// a 128-byte buffer first. IPv4 addresses are held as `::ffff:a.b.c.d`.
+fn parse_addr_range(value: &str, ipv6: bool) -> Option<(Ipv6Addr, u32)> {
+    let value: String = value.chars().take(127).collect();
+    let (addr, len) = value.split_once('/')?;
+    let addr = if ipv6 {
+        addr.parse::<Ipv6Addr>().ok()?
+    } else {
+        addr.parse::<std::net::Ipv4Addr>().ok()?.to_ipv6_mapped()
+    };
+    let len = len.trim_start();
+    let (negative, digits) = match len.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, len.strip_prefix('+').unwrap_or(len)),
+    };
+    let n: i64 = digits
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .take(12)
+        .fold(0, |acc, d| acc * 10 + i64::from(d - b'0'));
+    let n = if negative { -n } else { n };
+    if n > if ipv6 { 128 } else { 32 } {
+        return None;
+    }
+    // A length of 0 or less matches every address (`matchGidAddrPrefix`'s loop never runs).
+    Some((addr, u32::try_from(n).unwrap_or(0)))
+}
+
+/// The GID's 32-bit words, as NCCL's `s6_addr32` reads them (network order).
+fn words(a: &Ipv6Addr) -> [u32; 4] {
+    let o = a.octets();
+    [0, 1, 2, 3].map(|i| u32::from_be_bytes([o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]]))
+}
+
+/// `getGidAddrFamily`: IPv4 for `::ffff:0:0/96` and its `ff0e::ffff:0:0/96` multicast form.
+fn nccl_family_v4(a: &Ipv6Addr) -> bool {
+    let w = words(a);
+    (w[0] | w[1] | (w[2] ^ 0x0000_ffff)) == 0
+        || (w[0] == 0xff0e_0000 && (w[1] | (w[2] ^ 0x0000_ffff)) == 0)
+}
+
+/// `validGid` = `configuredGid && !linkLocalGid`.
+fn nccl_valid(a: &Ipv6Addr) -> bool {
+    let w = words(a);
+    let trailer = w[1] | w[2] | w[3];
+    let configured = !((w[0] | trailer) == 0 || (w[0] == 0xfe80_0000 && trailer == 0));
+    let link_local = w[0] == 0xfe80_0000 && w[1] == 0;
+    configured && !link_local
+}
+
+/// `matchGidAddrPrefix`: IPv4 compares the last word only, IPv6 word by word.
+fn nccl_in_range(range: Option<&(Ipv6Addr, u32)>, ipv6: bool, a: &Ipv6Addr) -> bool {
+    let Some((base, len)) = range else {
+        return true;
+    };
+    let (b, g) = (words(base), words(a));
+    let mask = |bits: u32| u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+    if *len == 0 {
+        return true;
+    }
+    if !ipv6 {
+        let m = mask((*len).min(32));
+        return (b[3] & m) == (g[3] & m);
+    }
+    let mut left = *len;
+    for i in 0..4 {
+        if left == 0 {
+            break;
+        }
+        let m = mask(left.min(32));
+        if (b[i] & m) != (g[i] & m) {
+            return false;
+        }
+        left = left.saturating_sub(32);
+    }
+    true
+}
+
+/// The GID index NCCL ≥ 2.21.5 itself uses on a RoCE port under `env`, read from the
+/// port's table as sysfs shows it (`ncclIbGetGidIndex` and `ncclUpdateGidIndex` in
+/// nccl `src/transport/net_ib/connect.cc`, v2.30.7-1). `NCCL_IB_GID_INDEX` ≥ 0 is
+/// taken as is. Otherwise, starting from index 0, each index from 1 up the table
+/// replaces the choice when its family differs from the choice's, is the wanted one
+/// and is in range; or when it has the wanted family, is valid (not zero, not
+/// `fe80::/64`), is in range, has the wanted RoCE version and the choice has another
+/// version or is invalid. So the first wanted-family GID wins at once, whatever its
+/// version, and a later one only for its version. A slot whose
+/// `gid_attrs/types/<i>` cannot be read has no version (NCCL skips it since 2.26.2).
+/// `None` for InfiniBand ports, where `NCCL_IB_GID_INDEX` is not used.
+pub fn nccl_gid_index(port: &Port, env: &NcclGidEnv) -> Option<u32> {
+    if !is_roce(port) {
+        return None;
+    }
+    if env.gid_index >= 0 {
+        return u32::try_from(env.gid_index).ok();
+    }
+    let slot = |i: u32| -> (Ipv6Addr, Option<i64>) {
+        port.gids
+            .iter()
+            .find(|g| g.index == i)
+            .map(|g| {
+                let addr = parse_gid(&g.gid).unwrap_or(Ipv6Addr::UNSPECIFIED);
+                let version = g.gid_type.map(|t| match t {
+                    GidType::IbRoceV1 => 1,
+                    GidType::RoceV2 => 2,
+                });
+                (addr, version)
+            })
+            .unwrap_or((Ipv6Addr::UNSPECIFIED, None))
+    };
+    let len = port
+        .gid_table_len
+        .max(port.gids.iter().map(|g| g.index + 1).max().unwrap_or(0));
+    let want_v4 = !env.ipv6;
+    let mut best = 0u32;
+    for cand in 1..len {
+        let (g, g_ver) = slot(best);
+        let (c, c_ver) = slot(cand);
+        let (g_v4, c_v4) = (nccl_family_v4(&g), nccl_family_v4(&c));
+        let in_range = nccl_in_range(env.range.as_ref(), env.ipv6, &c);
+        if c_v4 != g_v4 && c_v4 == want_v4 && in_range {
+            best = cand;
+            continue;
+        }
+        if c_v4 != want_v4 || !nccl_valid(&c) || !in_range {
+            continue;
+        }
+        if (g_ver != c_ver || !nccl_valid(&g)) && c_ver == Some(env.roce_version) {
+            best = cand;
+        }
+    }
+    Some(best)
 }
 
 #[cfg(test)]
@@ -348,5 +535,120 @@ mod tests {
         assert_eq!(choose_gid(&t, "mlx5_0", 1), None);
         assert_eq!(choose_gid(&t, "mlx5_9", 1), None);
         assert_eq!(choose_gid(&t, "mlx5_0", 2), None);
+    }
+
+    fn nccl_port(gids: Vec<Gid>) -> Port {
+        let t = topo_with(LinkLayer::Ethernet, gids, &[]);
+        t.rdma_devices[0].ports[0].clone()
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> NcclGidEnv {
+        NcclGidEnv::from_env(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    /// A host table with IPv4 on two subnets and a global IPv6 address.
+    fn two_subnets() -> Port {
+        nccl_port(vec![
+            gid(0, "fe80::b8ce:f6ff:fe00:1", V1, Some("a")),
+            gid(1, "fe80::b8ce:f6ff:fe00:1", V2, Some("a")),
+            gid(2, "::ffff:10.8.10.4", V1, Some("a")),
+            gid(3, "::ffff:10.8.10.4", V2, Some("a")),
+            gid(4, "::ffff:192.168.7.4", V1, Some("b")),
+            gid(5, "::ffff:192.168.7.4", V2, Some("b")),
+            gid(6, "fd00:7::4", V1, Some("a")),
+            gid(7, "fd00:7::4", V2, Some("a")),
+        ])
+    }
+
+    /// NCCL's scan, case by case as `ncclUpdateGidIndex` decides.
+    #[test]
+    fn nccl_auto_choice_follows_its_variables() {
+        let p = two_subnets();
+        // Default: the first IPv4 GID (2, v1) is taken for its family, then 3 for v2.
+        assert_eq!(nccl_gid_index(&p, &NcclGidEnv::default()), Some(3));
+        // A range moves it to the other subnet's v2 GID.
+        let r = env(&[("NCCL_IB_ADDR_RANGE", "192.168.0.0/16")]);
+        assert_eq!(nccl_gid_index(&p, &r), Some(5));
+        // RoCE v1 wanted: the family switch lands on 2 and no later v1 replaces it.
+        assert_eq!(
+            nccl_gid_index(&p, &env(&[("NCCL_IB_ROCE_VERSION_NUM", "1")])),
+            Some(2)
+        );
+        // IPv6: link-local 1 is not valid; 6 (v1) is not the wanted version while 0
+        // is invalid only through its version rule; 7 (v2) wins.
+        assert_eq!(
+            nccl_gid_index(&p, &env(&[("NCCL_IB_ADDR_FAMILY", "AF_INET6")])),
+            Some(7)
+        );
+        // A forced index is used as is; any other family text is AF_INET.
+        assert_eq!(
+            nccl_gid_index(&p, &env(&[("NCCL_IB_GID_INDEX", "6")])),
+            Some(6)
+        );
+        assert_eq!(
+            nccl_gid_index(&p, &env(&[("NCCL_IB_ADDR_FAMILY", "inet6")])),
+            Some(3)
+        );
+        // Ranges NCCL ignores: no '/', the wrong family, a length past 32.
+        for bad in ["192.168.0.0", "fd00::/16", "192.168.0.0/33"] {
+            assert_eq!(
+                nccl_gid_index(&p, &env(&[("NCCL_IB_ADDR_RANGE", bad)])),
+                Some(3),
+                "{bad}"
+            );
+        }
+        // An IPv6 range on an IPv6 family.
+        let v6 = env(&[
+            ("NCCL_IB_ADDR_FAMILY", "AF_INET6"),
+            ("NCCL_IB_ADDR_RANGE", "fd00:7::/32"),
+        ]);
+        assert_eq!(nccl_gid_index(&p, &v6), Some(7));
+        let none = env(&[
+            ("NCCL_IB_ADDR_FAMILY", "AF_INET6"),
+            ("NCCL_IB_ADDR_RANGE", "fd00:8::/32"),
+        ]);
+        assert_eq!(nccl_gid_index(&p, &none), Some(0));
+    }
+
+    /// Where NCCL's own choice and the right one part: the host's IPv4 GIDs, shown in
+    /// a pod by the upstream kernel, come first; an unreadable type stops the v2 step.
+    #[test]
+    fn nccl_choice_against_the_right_one() {
+        let gids = vec![
+            gid(0, "fe80::1", V1, Some("ens1f0np0")),
+            gid(1, "fe80::1", V2, Some("ens1f0np0")),
+            gid(2, "::ffff:10.8.10.4", V1, Some("ens1f0np0")),
+            gid(3, "::ffff:10.8.10.4", V2, Some("ens1f0np0")),
+            gid(4, "::ffff:192.168.7.4", V1, Some("net1")),
+            gid(5, "::ffff:192.168.7.4", V2, Some("net1")),
+        ];
+        let t = topo_with(LinkLayer::Ethernet, gids.clone(), &["net1"]);
+        let port = &t.rdma_devices[0].ports[0];
+        assert_eq!(choose_gid(&t, "mlx5_0", 1).unwrap().index, 5);
+        assert_eq!(nccl_gid_index(port, &NcclGidEnv::default()), Some(3));
+        // 3's type unreadable: 2 is taken for its family, 3 has no version, 4 (v1) is
+        // no better than 2, and 5 (v2) replaces it.
+        let mut unreadable = gids;
+        unreadable[3].gid_type = None;
+        assert_eq!(
+            nccl_gid_index(&nccl_port(unreadable.clone()), &NcclGidEnv::default()),
+            Some(5)
+        );
+        unreadable[5].gid_type = None;
+        assert_eq!(
+            nccl_gid_index(&nccl_port(unreadable), &NcclGidEnv::default()),
+            Some(2)
+        );
+        // InfiniBand: NCCL does not use the index.
+        let ib = topo_with(LinkLayer::InfiniBand, Vec::new(), &[]);
+        assert_eq!(
+            nccl_gid_index(&ib.rdma_devices[0].ports[0], &NcclGidEnv::default()),
+            None
+        );
     }
 }

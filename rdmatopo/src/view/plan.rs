@@ -13,7 +13,7 @@ use super::affinity::numa_of;
 use super::affinity::{PathClass, path_class};
 use super::container::{ContainerView, Ownership};
 use super::error::ViewError;
-use super::gid::{GidChoice, choose_gid, is_roce, unusable_reason};
+use super::gid::{GidChoice, NcclGidEnv, choose_gid, is_roce, nccl_gid_index, unusable_reason};
 use super::naming::GpuNames;
 use super::words::{list_short, list_short_counted};
 use crate::model::{
@@ -193,11 +193,11 @@ impl Plan {
         let mut excluded = Vec::new();
         let usable = select_ports(&topo, &view, &gpus_in_use, &mut excluded, &mut notes);
         let nics = physical_nics(&usable);
-        let per_gpu = assign_nics(&topo, &gpus_in_use, &usable, &nics);
+        let policy = NetDevsPolicy::from_env(env);
+        let per_gpu = assign_nics(&topo, &gpus_in_use, &usable, &nics, policy);
 
         let mut env_out = BTreeMap::new();
         let mut env_reasons = BTreeMap::new();
-        let mut gid_index = BTreeMap::new();
         let gids = choose_gids(&topo, &usable);
         hca_env(
             &usable,
@@ -206,15 +206,17 @@ impl Plan {
             &mut env_reasons,
             &mut notes,
         );
-        gid_env(
+        let gid_index = gid_env(
+            &topo,
             &gids,
             &usable,
+            env,
             &mut env_out,
             &mut env_reasons,
-            &mut gid_index,
             &mut notes,
         );
         merge_vfs_env(&usable, &nics, &mut env_out, &mut env_reasons);
+        let fused = virtual_nics(&topo, &usable, env, &env_out, &mut notes);
         socket_env(&topo, &mut env_out, &mut env_reasons, &mut notes);
         // RoCE QoS (analysis/qos.rs): NCCL_IB_TC from the ports' configured traffic class.
         let qos_ports: Vec<(&str, u32)> = usable
@@ -250,6 +252,13 @@ impl Plan {
                 None => (Vec::new(), "no usable HCA for this GPU".to_string()),
             };
             reasons.push(hca_reason);
+            for v in fused.iter().filter(|v| v.iter().any(|p| hcas.contains(p))) {
+                reasons.push(format!(
+                    "NCCL fuses {} into one virtual NIC ({})",
+                    v.join(" and "),
+                    vnic_name(v)
+                ));
+            }
             let rank_gids: Vec<&GidChoice> =
                 hcas.iter().filter_map(|h| gids.get(h.as_str())).collect();
             let gid = match rank_gids.as_slice() {
@@ -754,6 +763,65 @@ fn select_ports<'t>(
         !drop.contains(&(i - 1))
     });
 
+    // Storage and front-end rails: ports at NODE or SYS from every GPU in use, while
+    // every GPU in use has a PIX/PXB port of its own. NCCL sees NODE as PHB, beyond
+    // its default NCCL_NET_GDR_LEVEL (PXB; nccl src/graph/paths.cc ncclTopoCheckGdr,
+    // v2.30.7-1), and never prefers such a port for a GPU that has a closer one
+    // (src/graph/topo.cc ncclTopoGetLocal); left in NCCL_IB_HCA, rings may still put
+    // traffic on it (src/graph/search.cc ncclTopoSelectNets takes any NIC up to the
+    // search's typeInter), sharing the storage fabric. The DGX H100/H200 and B200
+    // guides give these ports to storage and in-band management and the compute fabric
+    // to the eight single-port ConnectX-7 (docs.nvidia.com/dgx-basepod, "Core
+    // Components"; docs.nvidia.com/dgx-superpod, H100 RA "Network Fabrics").
+    if !gpus.is_empty() {
+        let own: Vec<Option<&str>> = gpus
+            .iter()
+            .map(|g| {
+                cands
+                    .iter()
+                    .filter(|c| gpu_nic_class(topo, *g, c.func).allows_gdr())
+                    .map(|c| c.dev.name.as_str())
+                    .next()
+            })
+            .collect();
+        if own.iter().all(Option::is_some) {
+            let far: Vec<Option<PathClass>> = cands
+                .iter()
+                .map(|c| {
+                    best_class(topo, gpus, c)
+                        .filter(|k| matches!(k, PathClass::Node | PathClass::Sys))
+                })
+                .collect();
+            let mut close: Vec<&str> = own.iter().flatten().copied().collect();
+            close.sort_by(|a, b| natural_cmp(a, b));
+            close.dedup();
+            let summary = list_short(&close);
+            let mut k = far.iter();
+            cands.retain(|c| {
+                let Some(Some(class)) = k.next() else {
+                    return true;
+                };
+                // A GPU outside the job may own it: then it is that GPU's rail.
+                let owner = topo.gpus.iter().find_map(|g| {
+                    let k = gpu_nic_class(topo, g.pci, c.func);
+                    (!gpus.contains(&g.pci) && k.allows_gdr()).then_some((g.pci, k))
+                });
+                let what = match owner {
+                    Some((gpu, k)) => format!("rail of GPU {gpu} ({k}), which is not in use"),
+                    None => "storage or front-end rail".to_string(),
+                };
+                exclude(
+                    excluded,
+                    c,
+                    format!(
+                        "{what}: no GPU in use is closer to it than {class}, while each has a PIX/PXB HCA of its own ({summary}); NCCL would not use GPUDirect RDMA over it and rings could spill onto it"
+                    ),
+                );
+                false
+            });
+        }
+    }
+
     // HCAs that every GPU in use reaches only across NUMA nodes, when others are closer.
     if !gpus.is_empty() {
         let classes: Vec<PathClass> = cands
@@ -886,7 +954,7 @@ pub fn preferred_hcas(topo: &Topology) -> BTreeMap<PciAddr, (Vec<String>, PathCl
     }
     let gpus: Vec<PciAddr> = topo.gpus.iter().map(|g| g.pci).collect();
     let nics = physical_nics(&cands);
-    assign_nics(&topo, &gpus, &cands, &nics)
+    assign_nics(&topo, &gpus, &cands, &nics, NetDevsPolicy::Auto)
         .into_iter()
         .map(|(g, a)| (g, (a.ports, a.class)))
         .collect()
@@ -894,11 +962,47 @@ pub fn preferred_hcas(topo: &Topology) -> BTreeMap<PciAddr, (Vec<String>, PathCl
 
 /// NCCL's preference per GPU: the physical NICs at the closest class; GPUs that tie on
 /// the same NICs split them in PCI order, so that each keeps its own rail.
+/// `NCCL_NETDEVS_POLICY` (NCCL 2.28+, `getNetDevsPolicyOnce` in src/graph/topo.cc,
+/// v2.30.7-1): how many of its closest NICs each GPU uses. `AUTO` (default) shares
+/// them among the GPUs that tie on them, `ALL` gives each GPU all of them, `MAX:n` at
+/// most n. Case-blind; anything else, or `MAX:` with no number above 0, is `AUTO`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NetDevsPolicy {
+    Auto,
+    All,
+    Max(usize),
+}
+
+impl NetDevsPolicy {
+    fn from_env(env: &BTreeMap<String, String>) -> Self {
+        let Some(v) = env.get("NCCL_NETDEVS_POLICY") else {
+            return Self::Auto;
+        };
+        if v.eq_ignore_ascii_case("ALL") {
+            return Self::All;
+        }
+        let max = v
+            .get(..4)
+            .filter(|p| p.eq_ignore_ascii_case("MAX:"))
+            .and_then(|_| {
+                let digits: String = v[4..]
+                    .trim_start()
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<usize>().ok()
+            })
+            .filter(|n| *n > 0);
+        max.map_or(Self::Auto, Self::Max)
+    }
+}
+
 fn assign_nics(
     topo: &Topology,
     gpus: &[PciAddr],
     cands: &[Cand],
     nics: &[Vec<usize>],
+    policy: NetDevsPolicy,
 ) -> BTreeMap<PciAddr, Assignment> {
     let mut out = BTreeMap::new();
     if nics.is_empty() {
@@ -947,10 +1051,14 @@ fn assign_nics(
         ordered.sort_by_key(|i| (usage[*i], *i));
         let (n, g) = (ordered.len(), group.len());
         for (k, gpu) in group.iter().enumerate() {
-            let mine: Vec<usize> = if n >= g {
-                ordered[k * n / g..(k + 1) * n / g].to_vec()
-            } else {
-                vec![ordered[k * n / g]]
+            // NCCL starts each GPU at its own offset among the shared NICs
+            // (ncclTopoGetLocalNetType) and takes as many as the policy allows.
+            let start = k * n / g;
+            let mine: Vec<usize> = match policy {
+                NetDevsPolicy::Auto if n >= g => ordered[start..(k + 1) * n / g].to_vec(),
+                NetDevsPolicy::Auto => vec![ordered[start]],
+                NetDevsPolicy::All => (0..n).map(|j| ordered[(start + j) % n]).collect(),
+                NetDevsPolicy::Max(m) => (0..m.min(n)).map(|j| ordered[(start + j) % n]).collect(),
             };
             for m in &mine {
                 usage[*m] += 1;
@@ -973,7 +1081,19 @@ fn assign_nics(
                     .collect();
                 v.join(", ")
             };
-            let reason = if n == 1 && g == 1 {
+            let reason = if policy != NetDevsPolicy::Auto && n > 1 {
+                format!(
+                    "{n} NIC{} at {class} ({}) are the closest to {g} GPU{}; this GPU takes {} (NCCL_NETDEVS_POLICY={})",
+                    plural(n),
+                    nic_names(&ordered),
+                    plural(g),
+                    nic_names(&mine),
+                    match policy {
+                        NetDevsPolicy::Max(m) => format!("MAX:{m}"),
+                        _ => "ALL".to_string(),
+                    }
+                )
+            } else if n == 1 && g == 1 {
                 format!(
                     "{} is {class} from the GPU, the closest of any usable HCA",
                     nic_names(&mine)
@@ -1053,25 +1173,29 @@ fn hca_env(
     );
 }
 
+/// `NCCL_IB_GID_INDEX` only where NCCL's own choice (under the environment's
+/// `NCCL_IB_ADDR_FAMILY`, `NCCL_IB_ADDR_RANGE`, `NCCL_IB_ROCE_VERSION_NUM`, and the
+/// family this plan sets) would differ from the right GID on some RoCE port.
 fn gid_env(
+    topo: &Topology,
     gids: &BTreeMap<&str, GidChoice>,
     cands: &[Cand],
+    user_env: &BTreeMap<String, String>,
     env: &mut BTreeMap<String, String>,
     why: &mut BTreeMap<String, String>,
-    gid_index: &mut BTreeMap<String, u32>,
     notes: &mut Vec<String>,
-) {
-    for (label, g) in gids {
-        gid_index.insert(label.to_string(), g.index);
-    }
+) -> BTreeMap<String, u32> {
+    let gid_index = gids
+        .iter()
+        .map(|(label, g)| (label.to_string(), g.index))
+        .collect();
     let roce = cands
         .iter()
         .filter(|c| c.fabric == Fabric::Ethernet)
         .count();
     if roce == 0 || gids.is_empty() {
-        return;
+        return gid_index;
     }
-    let indexes: BTreeSet<u32> = gids.values().map(|g| g.index).collect();
     let describe = |g: &GidChoice| {
         format!(
             "{}:{}={} ({} on {})",
@@ -1083,22 +1207,9 @@ fn gid_env(
         )
     };
     let per_hca: Vec<String> = gids.values().map(describe).collect();
-    if let [only] = indexes.iter().collect::<Vec<_>>().as_slice() {
-        env.insert("NCCL_IB_GID_INDEX".into(), only.to_string());
-        why.insert(
-            "NCCL_IB_GID_INDEX".into(),
-            format!(
-                "every RoCE port in NCCL_IB_HCA has its RoCE v2 / IPv4 GID with a netdev of this namespace at index {only}: {}",
-                per_hca.join(", ")
-            ),
-        );
-    } else {
-        notes.push(format!(
-            "NCCL_IB_GID_INDEX is not set: the right GID index differs between HCAs ({}); NCCL ≥ 2.21.5 picks each one by itself",
-            per_hca.join(", ")
-        ));
-    }
     let ipv6 = gids.values().filter(|g| g.is_ipv6()).count();
+    let mut nccl_vars = user_env.clone();
+    nccl_vars.remove("NCCL_IB_GID_INDEX");
     if ipv6 == gids.len() {
         env.insert("NCCL_IB_ADDR_FAMILY".into(), "AF_INET6".into());
         why.insert(
@@ -1106,12 +1217,72 @@ fn gid_env(
             "no RoCE port in NCCL_IB_HCA has an IPv4 GID here; NCCL looks for IPv4 GIDs unless told AF_INET6"
                 .into(),
         );
+        nccl_vars.insert("NCCL_IB_ADDR_FAMILY".into(), "AF_INET6".into());
     } else if ipv6 > 0 {
         notes.push(
             "some RoCE ports have only IPv6 GIDs and others IPv4: NCCL's address family cannot suit both"
                 .to_string(),
         );
     }
+    // What NCCL would pick by itself, port by port, where it is not the right GID.
+    let nccl_env = NcclGidEnv::from_env(&nccl_vars);
+    let wrong: Vec<String> = gids
+        .iter()
+        .filter_map(|(label, g)| {
+            let c = cands.iter().find(|c| c.label == *label)?;
+            let nccl = nccl_gid_index(c.port, &nccl_env)?;
+            (nccl != g.index).then(|| {
+                let what = c.port.gids.iter().find(|x| x.index == nccl).map_or(
+                    "an empty slot".to_string(),
+                    |x| {
+                        let addr = x.ipv4.clone().unwrap_or_else(|| x.gid.clone());
+                        match unusable_reason(topo, x) {
+                            Some(r) => format!("{addr}, {r}"),
+                            None => addr,
+                        }
+                    },
+                );
+                format!("{label} would get {nccl} ({what}) instead of {}", g.index)
+            })
+        })
+        .collect();
+    let steering: Vec<&str> = [
+        "NCCL_IB_ADDR_FAMILY",
+        "NCCL_IB_ADDR_RANGE",
+        "NCCL_IB_ROCE_VERSION_NUM",
+    ]
+    .into_iter()
+    .filter(|k| user_env.contains_key(*k))
+    .collect();
+    let under = if steering.is_empty() {
+        String::new()
+    } else {
+        format!(" under this environment's {}", steering.join(", "))
+    };
+    let indexes: BTreeSet<u32> = gids.values().map(|g| g.index).collect();
+    if wrong.is_empty() {
+        notes.push(format!(
+            "NCCL_IB_GID_INDEX is not set: NCCL ≥ 2.21.5's own choice{under} is the right GID on every RoCE port ({})",
+            per_hca.join(", ")
+        ));
+    } else if let [only] = indexes.iter().collect::<Vec<_>>().as_slice() {
+        env.insert("NCCL_IB_GID_INDEX".into(), only.to_string());
+        why.insert(
+            "NCCL_IB_GID_INDEX".into(),
+            format!(
+                "NCCL's own choice{under} would be wrong: {}; every RoCE port in NCCL_IB_HCA has its right GID (RoCE v2, a netdev of this namespace) at index {only}: {}",
+                wrong.join("; "),
+                per_hca.join(", ")
+            ),
+        );
+    } else {
+        notes.push(format!(
+            "NCCL's own GID choice{under} would be wrong ({}), and the right index differs between HCAs ({}), so no one NCCL_IB_GID_INDEX fits: steer NCCL with NCCL_IB_ADDR_RANGE, or expose one interface per HCA",
+            wrong.join("; "),
+            per_hca.join(", ")
+        ));
+    }
+    gid_index
 }
 
 /// NCCL merges an HCA's PCI address by zeroing its device and function digits
@@ -1158,6 +1329,98 @@ fn merge_vfs_env(
             ),
         );
     }
+}
+
+/// `mlx5_0:1` → `mlx5_0`; the virtual NIC's name joins its devices with `+`.
+fn vnic_name(ports: &[String]) -> String {
+    ports
+        .iter()
+        .map(|p| p.rsplit_once(':').map_or(p.as_str(), |(d, _)| d))
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// The HCA ports NCCL ≥ 2.24 fuses into one virtual NIC, in NCCL's device order
+/// (PCI order since 2.29.7). NCCL places each IB port at its function's address with
+/// the function digit zeroed (and the device digits, `NCCL_IB_MERGE_VFS=1`;
+/// `ncclIbGetPciPath`, src/transport/net_ib/init.cc), so the ports of a dual-port card
+/// share a `<nic>`, which is `PATH_PORT` apart (`ncclTopoGetPath`); the default
+/// `NCCL_NET_MERGE_LEVEL=PORT` fuses them (`ncclTopoAutoMerge`, src/graph/topo.cc,
+/// v2.30.7-1), never across NUMA nodes (`ncclTopoMakeVnic`). `NCCL_IB_MERGE_NICS=0`
+/// or `NCCL_NET_MERGE_LEVEL=LOC` turn fusion off; `NCCL_NET_MERGE_POLICY=RAIL` (2.28+)
+/// fuses only ports given the same rail id in `NCCL_IB_HCA`.
+fn virtual_nics(
+    topo: &Topology,
+    cands: &[Cand],
+    user_env: &BTreeMap<String, String>,
+    plan_env: &BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) -> Vec<Vec<String>> {
+    let var = |k: &str| {
+        plan_env
+            .get(k)
+            .or_else(|| user_env.get(k))
+            .map(String::as_str)
+    };
+    if var("NCCL_IB_MERGE_NICS").is_some_and(|v| crate::parse::parse_nccl_int(v) == Ok(0)) {
+        return Vec::new();
+    }
+    match var("NCCL_NET_MERGE_LEVEL") {
+        None | Some("PORT") => {}
+        Some("LOC") => return Vec::new(),
+        Some(other) => {
+            notes.push(format!(
+                "NCCL_NET_MERGE_LEVEL={other}: NCCL may fuse HCAs farther apart than one card's ports into virtual NICs; this plan lists only the ports of one card"
+            ));
+        }
+    }
+    let merge_vfs =
+        var("NCCL_IB_MERGE_VFS").is_none_or(|v| crate::parse::parse_nccl_int(v) != Ok(0));
+    let rail_policy = var("NCCL_NET_MERGE_POLICY").is_some_and(|v| v.eq_ignore_ascii_case("RAIL"));
+    // Rail ids come from the list NCCL will read: the user's, which exec keeps.
+    let filter = user_env
+        .get("NCCL_IB_HCA")
+        .or_else(|| plan_env.get("NCCL_IB_HCA"))
+        .and_then(|v| crate::parse::parse_nccl_ib_hca(v).ok());
+    let mut ordered: Vec<&Cand> = cands.iter().filter(|c| c.dev.pci.is_some()).collect();
+    ordered.sort_by_key(|c| (c.dev.pci, c.port.number));
+    // (merged address, NUMA node, rail id): the ports NCCL puts in one virtual NIC.
+    type Key = (PciAddr, Option<u32>, Option<i16>);
+    let mut groups: Vec<(Key, Vec<String>)> = Vec::new();
+    for c in ordered {
+        let Some(a) = c.dev.pci else { continue };
+        let merged = if merge_vfs {
+            PciAddr::new(a.domain, a.bus, 0, 0)
+        } else {
+            PciAddr::new(a.domain, a.bus, a.device, 0)
+        };
+        let numa = c.func.and_then(|f| numa_of(topo, f));
+        let rail = filter
+            .as_ref()
+            .and_then(|f| f.entry_for(&c.dev.name, c.port.number))
+            .and_then(|e| e.rail);
+        let joins = |g: &&mut (Key, Vec<String>)| {
+            let (m, n, r) = g.0;
+            m == merged && n == numa && (!rail_policy || (rail.is_some() && r == rail))
+        };
+        match groups.iter_mut().find(joins) {
+            Some(g) => g.1.push(c.label.clone()),
+            None => groups.push(((merged, numa, rail), vec![c.label.clone()])),
+        }
+    }
+    let fused: Vec<Vec<String>> = groups
+        .into_iter()
+        .map(|g| g.1)
+        .filter(|ports| ports.len() > 1)
+        .collect();
+    for v in &fused {
+        notes.push(format!(
+            "NCCL (2.24 or later) fuses {} into one virtual NIC, {}: ports of one PCI device (NCCL_NET_MERGE_LEVEL=PORT); set NCCL_IB_MERGE_NICS=0 to keep them apart",
+            v.join(" and "),
+            vnic_name(v)
+        ));
+    }
+    fused
 }
 
 /// The bootstrap interface: the one with the default route.

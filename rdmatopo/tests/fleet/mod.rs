@@ -16,8 +16,9 @@ pub enum Fault {
     Speed,
     /// `enp192s0np0` (`mlx5_9`) in another subnet.
     Subnet,
-    /// `mlx5_10`'s IPv4 GIDs at indexes 4 and 5: GID index 5 there, so
-    /// `NCCL_IB_GID_INDEX` can no longer be set.
+    /// `mlx5_10`'s IPv4 GIDs at indexes 4 and 5: GID index 5 there. NCCL finds 5
+    /// by itself (slots 2 and 3 are empty), so the plan sets no `NCCL_IB_GID_INDEX`
+    /// on any node; the rail's index still differs from the fleet's.
     GidIndex,
     /// `enp220s0np0` (`mlx5_11`) holds the address of another node's rail.
     DuplicateAddress,
@@ -44,10 +45,7 @@ impl Fault {
             Fault::Mtu => vec![("mtu", Some("mlx5_5:1"))],
             Fault::Speed => vec![("speed-gbps", Some("mlx5_6:1"))],
             Fault::Subnet => vec![("subnet", Some("mlx5_9:1"))],
-            Fault::GidIndex => vec![
-                ("gid-index", Some("mlx5_10:1")),
-                ("nccl-env", Some("NCCL_IB_GID_INDEX")),
-            ],
+            Fault::GidIndex => vec![("gid-index", Some("mlx5_10:1"))],
             Fault::DuplicateAddress => vec![("duplicate-address", Some("mlx5_11:1"))],
         }
     }

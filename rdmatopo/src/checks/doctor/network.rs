@@ -5,7 +5,7 @@ use super::report::Sink;
 use super::words::{list, port_dir, port_name, short_list};
 use crate::model::{Gid, Netdev, NetdevKind, NetnsMode, Port, RdmaDevice};
 use crate::parse::{GidType, LinkLayer};
-use crate::view::gid::{best_gid, of_other_namespace};
+use crate::view::gid::{NcclGidEnv, best_gid, nccl_gid_index, of_other_namespace};
 use crate::view::scope::{Context, Scope};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -445,12 +445,34 @@ pub(super) fn netns(scope: &Scope, out: &mut Sink) {
             "the RDMA netns mode decides whether all HCAs (shared) or only the assigned ones (exclusive) are visible; only the GIDs of this namespace's netdevs are its addresses"
         }
     };
+    // Where NCCL's own scan (ncclIbGetGidIndex, under this process's NCCL_IB_ADDR_*
+    // variables) lands on another GID than the right one: the upstream kernel lists
+    // the host's GIDs first.
+    let mut nccl_env = NcclGidEnv::from_env(&topo.process.env);
+    nccl_env.gid_index = -1;
+    let astray: Vec<String> = roce
+        .iter()
+        .filter_map(|(d, p)| {
+            let right = best_gid(topo, p)?.index;
+            let nccl = nccl_gid_index(p, &nccl_env)?;
+            (nccl != right).then(|| format!("{} -> {nccl}", port_name(d, p.number)))
+        })
+        .collect();
     let fix = if roce.is_empty() {
-        "nothing to change"
+        "nothing to change".to_string()
+    } else if !astray.is_empty() {
+        let set = match indices.iter().collect::<Vec<_>>().as_slice() {
+            [only] => format!("set NCCL_IB_GID_INDEX={only}"),
+            _ => "set NCCL_IB_ADDR_RANGE to this pod's subnet".to_string(),
+        };
+        format!(
+            "{set}: NCCL's own GID choice would take another namespace's GID here ({})",
+            short_list(&astray, 4)
+        )
     } else if indices.len() > 1 {
-        "leave NCCL_IB_GID_INDEX unset: the right index differs between devices here, and NCCL (>= 2.21) picks per device"
+        "leave NCCL_IB_GID_INDEX unset: the right index differs between devices here, and NCCL (>= 2.21) picks per device".to_string()
     } else {
-        "nothing to change if NCCL_IB_GID_INDEX is unset (NCCL >= 2.21 finds the index); use hostNetwork: true only if the pod must see the host's netdevs"
+        "nothing to change if NCCL_IB_GID_INDEX is unset (NCCL >= 2.21 finds the index); use hostNetwork: true only if the pod must see the host's netdevs".to_string()
     };
     if !lines.is_empty() {
         f.summary = format!("{}: {}", f.summary, lines.join("; "));

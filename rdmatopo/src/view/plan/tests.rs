@@ -124,9 +124,20 @@ fn cuda_visible_devices_in_every_form() {
 fn far_hcas_excluded_when_close_ones_exist() {
     let t = dgx_like();
     let p = with_env(&t, &[("CUDA_VISIBLE_DEVICES", "0,1")]).unwrap();
-    assert_eq!(p.env["NCCL_IB_HCA"], "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1");
+    // GPUs 0 and 1 each have their own rail: GPUs 2 and 3's, NODE away, stay out too.
+    assert_eq!(p.env["NCCL_IB_HCA"], "=mlx5_0:1,mlx5_1:1");
     assert!(excluded_reason(&p, "mlx5_6").contains("SYS"));
+    let r = excluded_reason(&p, "mlx5_2");
+    assert!(
+        r.contains("rail of GPU 0000:3a:00.0") && r.contains("than NODE"),
+        "{r}"
+    );
     assert_eq!(p.ranks[1].hcas, ["mlx5_1:1"]);
+    // With a GPU that has no close HCA, NODE ones stay.
+    let mut far = t.clone();
+    far.rdma_devices.retain(|d| d.name != "mlx5_1");
+    let p = with_env(&far, &[("CUDA_VISIBLE_DEVICES", "0,1")]).unwrap();
+    assert!(p.env["NCCL_IB_HCA"].contains("mlx5_2:1"), "{:?}", p.env);
 }
 
 #[test]
@@ -166,7 +177,13 @@ fn down_software_and_front_end_ports_are_excluded() {
     assert!(excluded_reason(&p, "mlx5_1").contains("ports/1/state is DOWN"));
     assert!(excluded_reason(&p, "mlx5_2").contains("default route"));
     assert!(excluded_reason(&p, "rxe0").contains("software RDMA device"));
-    assert_eq!(p.env["NCCL_IB_GID_INDEX"], "3");
+    // NCCL's own scan lands on 3 too: no NCCL_IB_GID_INDEX.
+    assert!(!p.env.contains_key("NCCL_IB_GID_INDEX"));
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.contains("own choice is the right GID"))
+    );
     assert_eq!(p.ranks[0].gid_index, Some(3));
     assert_eq!(p.gid_index["mlx5_0:1"], 3);
     // The only HCA carrying the default route stays.
@@ -224,7 +241,44 @@ fn gid_index_only_when_uniform() {
     t.netdevs.retain(|n| n.name != "net2");
     let p = plan(&t);
     assert!(excluded_reason(&p, "mlx5_1").contains("without a GID usable"));
-    assert_eq!(p.env["NCCL_IB_GID_INDEX"], "3");
+    assert!(!p.env.contains_key("NCCL_IB_GID_INDEX"));
+}
+
+/// `NCCL_IB_GID_INDEX` is set only where NCCL's own scan (under the environment's
+/// `NCCL_IB_ADDR_*` variables) would take another GID than the right one.
+#[test]
+fn gid_index_only_where_nccl_would_choose_wrong() {
+    let mut b = Builder::new(&["0-15"]);
+    b.host_bridge("pci0000:00", Some(0));
+    b.switch(
+        "pci0000:00",
+        "0000:00:01.0",
+        "0000:01:00.0",
+        &["0000:02:00.0", "0000:02:01.0"],
+    );
+    b.gpu("0000:03:00.0", "pci0000:00", Some("0000:02:00.0"));
+    b.nic(
+        NicSpec::new("mlx5_1", "0000:04:00.0", Some("0000:02:01.0"), "pci0000:00")
+            .roce("net1", "10.0.1.1"),
+    );
+    let mut t = b.build();
+    // The upstream kernel shows a pod the host's GIDs (netdev ens2, not here) first.
+    t.rdma_devices[0].ports[0].gids = vec![
+        gid(2, "::ffff:10.9.9.9", Some(GidType::IbRoceV1), Some("ens2")),
+        gid(3, "::ffff:10.9.9.9", Some(GidType::RoceV2), Some("ens2")),
+        gid(4, "::ffff:10.0.1.1", Some(GidType::IbRoceV1), Some("net1")),
+        gid(5, "::ffff:10.0.1.1", Some(GidType::RoceV2), Some("net1")),
+    ];
+    let p = plan(&t);
+    assert_eq!(p.env["NCCL_IB_GID_INDEX"], "5");
+    assert!(p.env_reasons["NCCL_IB_GID_INDEX"].contains("mlx5_1:1 would get 3 (10.9.9.9"));
+    // A range that leaves the host's subnet out steers NCCL itself to 5.
+    let p = with_env(&t, &[("NCCL_IB_ADDR_RANGE", "10.0.0.0/16")]).unwrap();
+    assert!(!p.env.contains_key("NCCL_IB_GID_INDEX"));
+    assert!(p.notes.iter().any(|n| n.contains("NCCL_IB_ADDR_RANGE")));
+    // RoCE v1 wanted: NCCL keeps the host's v1 GID at 2; still wrong.
+    let p = with_env(&t, &[("NCCL_IB_ROCE_VERSION_NUM", "1")]).unwrap();
+    assert!(p.env_reasons["NCCL_IB_GID_INDEX"].contains("would get 2"));
 }
 
 #[test]
@@ -254,7 +308,8 @@ fn dual_port_cards_are_one_nic_and_ties_spread() {
         s.guid = Some(format!("b8ce:f603:00a1:b2c{guid}"));
         b.nic(s);
     }
-    let p = plan(&b.build());
+    let t = b.build();
+    let p = plan(&t);
     assert_eq!(p.ranks[0].hcas, ["mlx5_0:1", "mlx5_1:1"]);
     assert_eq!(p.ranks[1].hcas, ["mlx5_2:1", "mlx5_3:1"]);
     assert!(
@@ -263,6 +318,69 @@ fn dual_port_cards_are_one_nic_and_ties_spread() {
             .iter()
             .any(|r| r.contains("mlx5_0:1+mlx5_1:1"))
     );
+    // NCCL's own fusion of each card's two ports into a virtual NIC.
+    assert!(
+        p.ranks[1]
+            .reasons
+            .iter()
+            .any(|r| r == "NCCL fuses mlx5_2:1 and mlx5_3:1 into one virtual NIC (mlx5_2+mlx5_3)"),
+        "{:?}",
+        p.ranks[1].reasons
+    );
+    assert_eq!(
+        p.notes
+            .iter()
+            .filter(|n| n.contains("into one virtual NIC"))
+            .count(),
+        2
+    );
+    // Turned off, or limited to equal rail ids that the list does not give.
+    for env in [
+        &[("NCCL_IB_MERGE_NICS", "0")][..],
+        &[("NCCL_NET_MERGE_LEVEL", "LOC")],
+        &[("NCCL_NET_MERGE_POLICY", "rail")],
+    ] {
+        let p = with_env(&t, env).unwrap();
+        assert!(
+            !p.notes.iter().any(|n| n.contains("virtual NIC")),
+            "{env:?}"
+        );
+    }
+    // NCCL_NETDEVS_POLICY: ALL gives both GPUs both cards, MAX:1 one card each.
+    let p = with_env(&t, &[("NCCL_NETDEVS_POLICY", "all")]).unwrap();
+    for r in &p.ranks {
+        assert_eq!(r.hcas, ["mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"]);
+    }
+    let p = with_env(&t, &[("NCCL_NETDEVS_POLICY", "MAX:1")]).unwrap();
+    assert_eq!(p.ranks[1].hcas, ["mlx5_2:1", "mlx5_3:1"]);
+    assert!(
+        p.ranks[1]
+            .reasons
+            .iter()
+            .any(|r| r.contains("NCCL_NETDEVS_POLICY=MAX:1"))
+    );
+    // Not a policy NCCL knows: AUTO.
+    let p = with_env(&t, &[("NCCL_NETDEVS_POLICY", "MAX:0")]).unwrap();
+    assert_eq!(p.ranks[0].hcas, ["mlx5_0:1", "mlx5_1:1"]);
+    // RAIL with rail ids from NCCL_IB_HCA: only mlx5_0/mlx5_1 share one.
+    let p = with_env(
+        &t,
+        &[
+            ("NCCL_NET_MERGE_POLICY", "RAIL"),
+            (
+                "NCCL_IB_HCA",
+                "=mlx5_0:1:0,mlx5_1:1:0,mlx5_2:1:0,mlx5_3:1:1",
+            ),
+        ],
+    )
+    .unwrap();
+    let fused: Vec<&String> = p
+        .notes
+        .iter()
+        .filter(|n| n.contains("virtual NIC"))
+        .collect();
+    assert_eq!(fused.len(), 1, "{fused:?}");
+    assert!(fused[0].contains("mlx5_0+mlx5_1"));
     // Two GPUs and four separate NICs under one switch: NCCL's example, 0,1 and 2,3.
     let mut b = Builder::new(&["0-31"]);
     b.host_bridge("pci0000:00", Some(0));
