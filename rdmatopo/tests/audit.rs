@@ -862,3 +862,33 @@ fn a_failed_single_write_rewrites_the_file_as_down() {
         .unwrap();
     assert!(matches!(sysfs.value, prometheus_parse::Value::Gauge(v) if v == 0.0));
 }
+
+#[test]
+fn probe_checks_age_and_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), dgx_kubelet(true));
+    let prom = dir.path().join("rdmatopo-audit.prom");
+    let probe = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+            .args(["k8s", "probe"])
+            .arg(&prom)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = probe(&["--max-age", "1m"]);
+    assert_eq!(out.status.code(), Some(1), "a missing file fails");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(prom.to_str().unwrap()));
+    let write = ["--format", "prometheus", "--write", prom.to_str().unwrap()];
+    audit(&fixture("h100-dgx"), &socket, &write);
+    assert_eq!(probe(&["--max-age", "1m", "--up"]).status.code(), Some(0));
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = probe(&["--max-age", "1s"]);
+    assert_eq!(out.status.code(), Some(1), "stale");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("more than 1s"));
+    audit(&fixture("h100-dgx"), &dir.path().join("gone.sock"), &write);
+    assert_eq!(probe(&["--max-age", "1m"]).status.code(), Some(0), "fresh");
+    let out = probe(&["--max-age", "1m", "--up"]);
+    assert_eq!(out.status.code(), Some(1), "fresh but down");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rdmatopo_audit_up is 0"));
+}

@@ -264,6 +264,57 @@ pub fn run(a: &AuditArgs) -> Result<Output, String> {
     }
 }
 
+/// `rdmatopo k8s probe`: a liveness or readiness check on a file a loop rewrites, for
+/// an image with no shell (an exec probe runs this same command).
+#[derive(Args, Debug)]
+pub struct ProbeArgs {
+    /// The file the loop writes (`k8s audit --write`, `k8s nfd --write`).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Fail when the file was last written longer ago than this.
+    #[arg(long, value_name = "DURATION")]
+    pub max_age: humantime::Duration,
+    /// Also fail unless the file says `rdmatopo_audit_up 1` (the last audit read every source).
+    #[arg(long)]
+    pub up: bool,
+}
+
+pub fn probe(a: &ProbeArgs) -> Result<Output, String> {
+    let fail = |msg: String| {
+        eprintln!("rdmatopo: {}: {msg}", a.file.display());
+        Ok(Output {
+            text: String::new(),
+            code: 1,
+        })
+    };
+    let modified = match std::fs::metadata(&a.file).and_then(|m| m.modified()) {
+        Ok(t) => t,
+        Err(e) => return fail(e.to_string()),
+    };
+    // A clock step backwards makes the file look new; the next rewrite sets it right.
+    let age = SystemTime::now()
+        .duration_since(modified)
+        .unwrap_or_default();
+    let max: Duration = a.max_age.into();
+    if age > max {
+        return fail(format!(
+            "last written {}s ago, more than {}",
+            age.as_secs(),
+            a.max_age
+        ));
+    }
+    if a.up {
+        let text =
+            std::fs::read_to_string(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
+        match prometheus::gauge_in(&text, "rdmatopo_audit_up") {
+            Some(v) if v == 1.0 => {}
+            Some(_) => return fail("rdmatopo_audit_up is 0: the last audit could not read every source (rdmatopo_audit_source_up says which)".into()),
+            None => return fail("no rdmatopo_audit_up sample (not a `k8s audit --format prometheus` file)".into()),
+        }
+    }
+    Ok(Output::ok(String::new()))
+}
+
 fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
     if items.is_empty() {
         return "-".into();

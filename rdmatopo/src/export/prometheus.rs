@@ -122,12 +122,17 @@ pub fn round_metrics(round: &AuditRound<'_>) -> String {
     out
 }
 
+/// The value of the unlabelled gauge `name` in a file of `round_metrics`.
+pub fn gauge_in(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite())
+}
+
 /// The last success a previous file of `round_metrics` recorded.
 pub fn last_success_in(text: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(LAST_SUCCESS)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
+    gauge_in(text, LAST_SUCCESS).filter(|v| *v >= 0.0)
 }
 
 /// The report as metrics text.
@@ -278,6 +283,7 @@ mod tests {
             last_success: Some(1_765_000_000.5),
         });
         assert!(text.contains("rdmatopo_audit_up 0\n"), "{text}");
+        assert_eq!(gauge_in(&text, "rdmatopo_audit_up"), Some(0.0));
         assert!(text.contains("rdmatopo_audit_source_up{source=\"kubelet\"} 0\n"));
         assert!(text.contains("rdmatopo_audit_duration_seconds 0.25\n"));
         assert_eq!(last_success_in(&text), Some(1_765_000_000.5));
