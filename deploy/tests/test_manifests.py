@@ -263,6 +263,7 @@ def check_daemonset(ds, recursive=False):
     spec = ds["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
     assert spec.get("hostPID") is not True and spec.get("hostIPC") is not True
+    assert spec.get("hostNetwork") is not True, "routes come from /host/proc/1/net"
     assert spec["priorityClassName"] == "rdmatopo-node-agent"
     assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]

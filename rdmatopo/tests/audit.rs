@@ -892,3 +892,55 @@ fn probe_checks_age_and_up() {
     assert_eq!(out.status.code(), Some(1), "fresh but down");
     assert!(String::from_utf8_lossy(&out.stderr).contains("rdmatopo_audit_up is 0"));
 }
+
+/// The DaemonSet's root without hostNetwork: the host's procfs mounted into a pod
+/// whose network namespace is its own. There `/proc/net` is a link to `self/net`, the
+/// reader's (the pod's), and `/proc/1/net` the host's init's, the node's: the default
+/// route and the addresses come from the latter.
+#[test]
+fn a_mounted_host_procfs_gives_the_nodes_routes_not_the_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("host");
+    let copied = Command::new("cp")
+        .args(["-a", &fixture("h100-dgx")])
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let proc = root.join("proc");
+    let host_net = proc.join("1/net");
+    std::fs::create_dir_all(proc.join("1")).unwrap();
+    std::fs::rename(proc.join("net"), &host_net).unwrap();
+    // The pod's own namespace: eth0 and its default route only.
+    let pod_net = proc.join("4242/net");
+    std::fs::create_dir_all(&pod_net).unwrap();
+    std::fs::write(
+        pod_net.join("route"),
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+         eth0\t00000000\t0100580A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+    )
+    .unwrap();
+    std::fs::remove_dir_all(proc.join("self")).unwrap();
+    std::os::unix::fs::symlink("4242", proc.join("self")).unwrap();
+    std::os::unix::fs::symlink("self/net", proc.join("net")).unwrap();
+    let inventory = |root: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+            .args(["inventory", "--format", "json", "--root"])
+            .arg(root)
+            .output()
+            .unwrap();
+        json(&out)
+    };
+    let host = inventory(&root);
+    let fixture_root = fixture("h100-dgx");
+    let original = inventory(Path::new(&fixture_root));
+    assert_eq!(original["host"]["default_route_interface"], "eno3");
+    assert_eq!(
+        host["host"]["default_route_interface"], "eno3",
+        "the node's"
+    );
+    // Without the host's init in the tree, /proc/net (here the pod's) is read.
+    std::fs::rename(&host_net, proc.join("1/gone")).unwrap();
+    let pod = inventory(&root);
+    assert_eq!(pod["host"]["default_route_interface"], "eth0");
+}
