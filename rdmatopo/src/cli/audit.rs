@@ -307,7 +307,7 @@ pub fn probe(a: &ProbeArgs) -> Result<Output, String> {
         let text =
             std::fs::read_to_string(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
         match prometheus::gauge_in(&text, "rdmatopo_audit_up") {
-            Some(v) if v == 1.0 => {}
+            Some(1.0) => {}
             Some(_) => return fail("rdmatopo_audit_up is 0: the last audit could not read every source (rdmatopo_audit_source_up says which)".into()),
             None => return fail("no rdmatopo_audit_up sample (not a `k8s audit --format prometheus` file)".into()),
         }

@@ -3,9 +3,9 @@
 //! and `container`, and node totals; and, on every round whether it succeeded or not,
 //! whether the audit could read what it needs (`rdmatopo_audit_up`) and when it last did.
 //!
-//! A file rather than a `/metrics` port: the audit runs in a hostNetwork DaemonSet pod,
-//! where a listening port is a port on the node itself (one more thing to firewall and
-//! to keep from colliding), while node-exporter already serves the node's metrics.
+//! A file rather than a `/metrics` port: node-exporter already serves the node's
+//! metrics with the labels the cluster's Prometheus gives them, and the DaemonSet then
+//! opens no port at all.
 
 use crate::checks::audit::AuditReport;
 use crate::model::Severity;
