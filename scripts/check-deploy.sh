@@ -107,4 +107,23 @@ for f in ("usr/local/bin/rdmatopo", "usr/local/bin/rdmatopo-nvml", "usr/share/do
     assert f in files, f"{f} not in the image: {sorted(files)}"
 print(f"image {inspect['Digest']}: {len(files)} entries, labels and user as expected")
 PY
+# The image's own files run: the static command, and the helper with the loader and
+# glibc the image carries (no NVML here: it says so and exits 3). chroot needs root.
+if [ "$(id -u)" = 0 ]; then
+  mkdir "$work/rootfs"
+  "$python" - "$work/layout" "$work/rootfs" <<'PY'
+import json, pathlib, subprocess, sys
+layout, rootfs = pathlib.Path(sys.argv[1]), sys.argv[2]
+blob = lambda d: layout / "blobs" / "sha256" / d["digest"].split(":")[1]
+(ref,) = json.loads((layout / "index.json").read_text())["manifests"]
+for layer in json.loads(blob(ref).read_text())["layers"]:
+    subprocess.run(["tar", "-xzf", str(blob(layer)), "-C", rootfs], check=True)
+PY
+  chroot "$work/rootfs" /usr/local/bin/rdmatopo --version | head -n 1
+  rc=0
+  chroot "$work/rootfs" /usr/local/bin/rdmatopo-nvml >/dev/null 2>"$work/nvml.err" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || { cat "$work/nvml.err" >&2; fail "rdmatopo-nvml does not run in the image (exit $rc)"; }
+else
+  echo "the image's binaries not run: chroot needs root"
+fi
 echo "check-deploy.sh: all passed"
