@@ -183,11 +183,11 @@ fn round(a: &AuditArgs, last_success: &mut Option<f64>) -> Round {
         };
         Ok((text, report.exit_code()))
     });
-    if judged.is_ok() {
-        *last_success = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_secs_f64());
+    if judged.is_ok()
+        && prometheus::up(&sources)
+        && let Ok(now) = SystemTime::now().duration_since(UNIX_EPOCH)
+    {
+        *last_success = Some(now.as_secs_f64());
     }
     let status = || {
         prometheus::round_metrics(&AuditRound {
@@ -197,8 +197,14 @@ fn round(a: &AuditArgs, last_success: &mut Option<f64>) -> Round {
         })
     };
     match judged {
+        // A judgement made without a required source (one a later source marks unread
+        // and goes on without) keeps its report, but not its pod series.
         Ok((text, code)) if a.format == AuditFormat::Prometheus => Round {
-            text: Some(status() + &text),
+            text: Some(if prometheus::up(&sources) {
+                status() + &text
+            } else {
+                status()
+            }),
             code,
             error: None,
         },
