@@ -47,7 +47,16 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-root="$work/rootfs"
+# umoci keeps file owners as root only when it runs as root; otherwise --rootless.
+rootless=()
+[ "$(id -u)" = 0 ] || rootless=(--rootless)
+layout="$work/oci"
+umoci init --layout "$layout"
+umoci new --image "$layout:$version"
+# The empty image unpacked, filled, and repacked as one layer (umoci 0.4.7's `insert`
+# leaves its layer's tar unterminated).
+umoci unpack "${rootless[@]}" --image "$layout:$version" "$work/bundle"
+root="$work/bundle/rootfs"
 install -D -m 0755 "$bin/rdmatopo" "$root/usr/local/bin/rdmatopo"
 install -D -m 0755 "$bin/rdmatopo-nvml" "$root/usr/local/bin/rdmatopo-nvml"
 # The helper's shared libraries (the loader and glibc), at the paths it asks for.
@@ -61,16 +70,10 @@ if [ -f /usr/share/doc/libc6/copyright ]; then
 fi
 # A writable /tmp is the pod's to give (readOnlyRootFilesystem); the directory exists.
 install -d -m 1777 "$root/tmp"
+chmod 0755 "$root"
 find "$root" -exec touch -h -d "@$epoch" {} +
-
-# umoci keeps file owners as root only when it runs as root; otherwise --rootless.
-rootless=()
-[ "$(id -u)" = 0 ] || rootless=(--rootless)
-layout="$work/oci"
-umoci init --layout "$layout"
-umoci new --image "$layout:$version"
-umoci insert "${rootless[@]}" --image "$layout:$version" --history.created "$created" \
-  --history.created_by "scripts/build-image.sh" "$root" /
+umoci repack --image "$layout:$version" --history.created "$created" \
+  --history.created_by "scripts/build-image.sh" "$work/bundle"
 umoci config --image "$layout:$version" --created "$created" --history.created "$created" \
   --history.created_by "scripts/build-image.sh" \
   --os linux --architecture "$arch" \
