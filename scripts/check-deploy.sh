@@ -9,8 +9,9 @@
 #   3. The image: scripts/build-image.sh twice (same digest), `skopeo inspect` of the
 #      archive (labels, user, entrypoint), the command and the NVML helper in its layer.
 #
-# Needs: Debian packages kubectl (or any kubectl with kustomize), prometheus
-# (promtool), umoci, skopeo; a venv with kubernetes-validate pytest pyyaml
+# Needs: kubectl with kustomize v5 (the upstream apt repository pkgs.k8s.io, or the
+# Google Cloud SDK's `kubectl` package; Debian 12's kubernetes-client is 1.20, too
+# old), and the Debian packages prometheus (promtool), umoci, skopeo; a venv with kubernetes-validate pytest pyyaml
 # prometheus-client ($PYTHON, default .venv/bin/python); `cargo build -p rdmatopo`
 # (RDMATOPO_BIN) and the static build (scripts/build-static.sh; build-image.sh runs it
 # when target/static is empty).
