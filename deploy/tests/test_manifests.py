@@ -25,8 +25,8 @@ DEPLOY = REPO / "deploy"
 subprocess.run(["python3", str(REPO / "fixtures" / "tools" / "unpack.py")], check=True, stdout=subprocess.DEVNULL)
 FIXTURES = sorted(p.name for p in (REPO / "fixtures").iterdir() if (p / "root").is_dir())
 BIN = pathlib.Path(os.environ.get("RDMATOPO_BIN", REPO / "target" / "debug" / "rdmatopo"))
-# recursiveReadOnly (deploy/daemonset.yaml) is in the API from 1.30; 1.31 is the first
-# release where it is on by default, 1.37 the newest schema bundled.
+# What `rdmatopo k8s` generates is checked against 1.31 and 1.37 (the newest schema
+# bundled); deploy/ against DEPLOY_VERSIONS below.
 K8S_VERSIONS = ["1.31.0", "1.37.0"]
 
 EXIT_COULD_NOT_RUN = 3
@@ -195,7 +195,29 @@ def test_schema_rejects_a_bad_configmap():
 # deploy/
 # ---------------------------------------------------------------------------------
 
-MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+BASE = DEPLOY / "base"
+MANIFESTS = sorted(p for p in BASE.glob("*.yaml") if p.name != "kustomization.yaml")
+# What deploy/ supports: the oldest and newest Kubernetes the base must be valid for.
+DEPLOY_VERSIONS = ["1.29.0", "1.35.0"]
+# Each overlay's render and the versions it must be strict-valid for:
+# recursiveReadOnly is in the API from 1.30.
+OVERLAYS = {
+    ".": DEPLOY_VERSIONS,
+    "base": DEPLOY_VERSIONS,
+    "overlays/monitoring": DEPLOY_VERSIONS,
+    "overlays/recursive-readonly": ["1.30.0", "1.35.0"],
+}
+# Kinds of CRDs kubernetes-validate has no schema for; checked by test_monitoring.py.
+CUSTOM_KINDS = {"PrometheusRule"}
+
+
+def validate_for(doc, versions):
+    for v in versions:
+        kubernetes_validate.validate(doc, v, strict=True)
+
+
+def base_daemonset():
+    return next(d for d in yaml.safe_load_all((BASE / "daemonset.yaml").read_text()) if d)
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
@@ -203,7 +225,7 @@ def test_deploy_manifest_validates(path):
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     assert docs
     for d in docs:
-        validate(d)
+        validate_for(d, DEPLOY_VERSIONS)
 
 
 def check_container_security(c):
@@ -213,29 +235,43 @@ def check_container_security(c):
     assert sc.get("privileged") is not True
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert "add" not in sc["capabilities"]
+    res = c["resources"]
+    assert {"cpu", "memory"} <= set(res["requests"]) and {"cpu", "memory"} <= set(res["limits"])
+    # Exec probes run the command itself (the image has no shell).
+    for probe in ("livenessProbe", "readinessProbe"):
+        cmd = c[probe]["exec"]["command"]
+        assert cmd[:3] == ["/usr/local/bin/rdmatopo", "k8s", "probe"], cmd
+        assert any(a.startswith("--max-age=") for a in cmd)
 
 
-def check_host_mounts(spec, c):
+def check_host_mounts(spec, c, recursive=False):
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     for path in ("/host/sys", "/host/proc"):
         assert mounts[path]["readOnly"] is True
-        assert mounts[path]["recursiveReadOnly"] == "Enabled"
+        if recursive:
+            assert mounts[path]["recursiveReadOnly"] == "Enabled"
+        else:
+            assert "recursiveReadOnly" not in mounts[path], "the base is for 1.29 too"
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
     assert host[mounts["/host/sys"]["name"]] == "/sys"
     assert host[mounts["/host/proc"]["name"]] == "/proc"
     return mounts, host
 
 
-def check_daemonset(ds):
+def check_daemonset(ds, recursive=False):
     """The NFD writer's arguments; the audit container is checked by check_audit."""
     spec = ds["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
     assert spec.get("hostPID") is not True and spec.get("hostIPC") is not True
+    assert spec.get("hostNetwork") is not True, "routes come from /host/proc/1/net"
+    assert spec["priorityClassName"] == "rdmatopo-node-agent"
+    assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     containers = {c["name"]: c for c in spec["containers"]}
     assert sorted(containers) == ["audit", "rdmatopo"]
     c = containers["rdmatopo"]
     check_container_security(c)
-    check_host_mounts(spec, c)
+    check_host_mounts(spec, c, recursive)
     writable = [m for m in c["volumeMounts"] if not m.get("readOnly")]
     assert [m["mountPath"] for m in writable] == ["/etc/kubernetes/node-feature-discovery/features.d"]
     args = c["args"]
@@ -243,19 +279,21 @@ def check_daemonset(ds):
     assert "--root=/host" in args
     write = next(a for a in args if a.startswith("--write="))
     assert write.startswith("--write=/etc/kubernetes/node-feature-discovery/features.d/")
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["exec"]["command"][3] == write.removeprefix("--write=")
     return args
 
 
 TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
 
 
-def check_audit(ds):
+def check_audit(ds, recursive=False):
     """The audit container: the kubelet's socket directory read-only, the host's /sys
     and /proc read-only, and only the textfile collector's directory writable."""
     spec = ds["spec"]["template"]["spec"]
     c = next(c for c in spec["containers"] if c["name"] == "audit")
     check_container_security(c)
-    mounts, host = check_host_mounts(spec, c)
+    mounts, host = check_host_mounts(spec, c, recursive)
     pr = mounts["/var/lib/kubelet/pod-resources"]
     assert pr["readOnly"] is True
     assert host[pr["name"]] == "/var/lib/kubelet/pod-resources"
@@ -270,32 +308,60 @@ def check_audit(ds):
     write = next(a for a in args if a.startswith("--write="))
     # node-exporter's textfile collector reads *.prom files only.
     assert write.startswith(f"--write={TEXTFILE_DIR}/") and write.endswith(".prom")
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["exec"]["command"][3] == write.removeprefix("--write=")
+    assert "--up" in c["readinessProbe"]["exec"]["command"]
+    assert "--up" not in c["livenessProbe"]["exec"]["command"], "a kubelet away is not fixed by a restart"
     env = {e["name"]: e for e in c.get("env", [])}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     return args
 
 
-def test_kustomize_renders_and_validates():
+def render(overlay):
+    """`kubectl kustomize` of a directory of deploy/; a missing kubectl fails."""
     kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed: `kubectl kustomize deploy/` not checked")
-    out = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True)
+    assert kubectl is not None, "kubectl is not installed: the kustomize renders cannot be checked"
+    out = subprocess.run([kubectl, "kustomize", str(DEPLOY / overlay)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_kustomize_renders_and_validates(overlay):
+    docs = render(overlay)
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["DaemonSet", "Namespace", "ServiceAccount"]
+    expected = ["DaemonSet", "Namespace", "PriorityClass", "ServiceAccount"]
+    if overlay == "overlays/monitoring":
+        expected = sorted(expected + ["ConfigMap", "PrometheusRule"])
+    assert kinds == expected
     for d in docs:
-        validate(d)
-        if d["kind"] != "Namespace":
+        if d["kind"] not in CUSTOM_KINDS:
+            validate_for(d, OVERLAYS[overlay])
+        if d["kind"] not in {"Namespace", "PriorityClass"}:
             assert d["metadata"]["namespace"] == "rdmatopo"
-    check_daemonset(next(d for d in docs if d["kind"] == "DaemonSet"))
-    check_audit(next(d for d in docs if d["kind"] == "DaemonSet"))
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    recursive = overlay == "overlays/recursive-readonly"
+    check_daemonset(ds, recursive)
+    check_audit(ds, recursive)
+    for c in ds["spec"]["template"]["spec"]["containers"]:
+        assert c["image"] == f"{IMAGE}:{VERSION}"
+
+
+def test_recursive_readonly_is_unknown_to_1_29():
+    """Why the recursive overlay is 1.30+ and the base has none: 1.29 refuses it."""
+    ds = next(d for d in render("overlays/recursive-readonly") if d["kind"] == "DaemonSet")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(ds, "1.29.0", strict=True)
+
+
+# The image scripts/build-image.sh builds, and the version it tags it with.
+IMAGE = re.search(r'^image=\$\{IMAGE:-([^}]+)\}', (REPO / "scripts" / "build-image.sh").read_text(), re.M).group(1)
+VERSION = re.search(r'^version = "([^"]+)"', (REPO / "Cargo.toml").read_text(), re.M).group(1)
 
 
 def test_daemonset_command_runs_against_a_fixture(tmp_path):
     """The DaemonSet's arguments, pointed at a fixture and a scratch features.d."""
-    ds = next(d for d in yaml.safe_load_all((DEPLOY / "daemonset.yaml").read_text()) if d)
-    args = check_daemonset(ds)
+    args = check_daemonset(base_daemonset())
     target = tmp_path / "rdmatopo"
     args = [a for a in args if not a.startswith(("--root=", "--write=", "--interval="))]
     out = rdmatopo(*args, f"--root={root('h100-dgx')}", f"--write={target}")
@@ -312,7 +378,7 @@ def test_daemonset_audit_command_runs_against_a_fixture(tmp_path):
     metrics parsed by prometheus_client's own parser."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    ds = next(d for d in yaml.safe_load_all((DEPLOY / "daemonset.yaml").read_text()) if d)
+    ds = base_daemonset()
     args = check_audit(ds)
     allocation = tmp_path / "allocation.json"
     allocation.write_text(json.dumps({"pods": [{
@@ -337,6 +403,14 @@ def test_daemonset_audit_command_runs_against_a_fixture(tmp_path):
     assert samples[("rdmatopo_audit_container_numa_misaligned", "bad-0", None)].value == 1
     assert samples[("rdmatopo_audit_findings", None, "error")].value >= 1
     assert samples[("rdmatopo_audit_pods", None, None)].value == 1
+    assert samples[("rdmatopo_audit_up", None, None)].value == 1
+    # The probes, as the kubelet runs them, on the file just written.
+    audit = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "audit")
+    for probe in ("livenessProbe", "readinessProbe"):
+        cmd = audit[probe]["exec"]["command"]
+        assert cmd[3] == "/var/lib/node_exporter/textfile_collector/rdmatopo-audit.prom"
+        out = rdmatopo(*cmd[1:3], target, *cmd[4:])
+        assert out.returncode == 0, out.stderr
 
 
 # ---------------------------------------------------------------------------------

@@ -648,3 +648,295 @@ fn a_saved_answer_is_judged_again_offline() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("holds no `allocation`"));
 }
+
+/// The fake kubelet on `socket` until the returned stop is called, which shuts the
+/// server down and removes the socket, as a stopping kubelet's socket goes away.
+fn serve_stoppable(socket: &Path, kubelet: Kubelet) -> impl FnOnce() {
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+            let stopped = async move {
+                while let Err(std::sync::mpsc::TryRecvError::Empty) = stop_rx.try_recv() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            tonic::transport::Server::builder()
+                .add_service(PodResourcesListerServer::new(kubelet))
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::UnixListenerStream::new(listener),
+                    stopped,
+                )
+                .await
+                .unwrap();
+        });
+        let _ = done_tx.send(());
+    });
+    let socket = socket.to_path_buf();
+    move || {
+        stop_tx.send(()).unwrap();
+        done_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the fake kubelet stops within 20 s");
+        std::fs::remove_file(&socket).unwrap();
+    }
+}
+
+/// A child process killed when the test ends, passed or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The samples of a metrics file, parsed by a real Prometheus text parser.
+fn samples(text: &str) -> Vec<prometheus_parse::Sample> {
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    prometheus_parse::Scrape::parse(lines).unwrap().samples
+}
+
+fn gauge(samples: &[prometheus_parse::Sample], name: &str) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| s.metric == name)
+        .map(|s| match s.value {
+            prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+            ref v => panic!("{name}: {v:?}"),
+        })
+}
+
+/// Read `path` until `done` holds of its samples, for at most 30 s.
+fn wait_for(
+    path: &Path,
+    what: &str,
+    done: impl Fn(&[prometheus_parse::Sample]) -> bool,
+) -> Vec<prometheus_parse::Sample> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let s = samples(&text);
+            if done(&s) {
+                return s;
+            }
+            last = text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{what}: not seen within 30 s; last file:\n{last}");
+}
+
+fn pod_series(samples: &[prometheus_parse::Sample]) -> usize {
+    samples
+        .iter()
+        .filter(|s| s.metric.starts_with("rdmatopo_audit_container_"))
+        .count()
+}
+
+#[test]
+fn the_interval_loop_says_down_while_the_kubelet_is_away_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("kubelet.sock");
+    let prom = dir.path().join("rdmatopo-audit.prom");
+    let stop = serve_stoppable(&socket, dgx_kubelet(true));
+    let _child = Killed(
+        Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+            .args(["k8s", "audit", "--root", &fixture("h100-dgx")])
+            .arg("--pod-resources-socket")
+            .arg(&socket)
+            .args([
+                "--format",
+                "prometheus",
+                "--interval",
+                "1",
+                "--timeout",
+                "2s",
+            ])
+            .arg("--write")
+            .arg(&prom)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let up = |s: &[prometheus_parse::Sample]| gauge(s, "rdmatopo_audit_up");
+    let first = wait_for(&prom, "up 1", |s| up(s) == Some(1.0));
+    assert!(pod_series(&first) > 0);
+    let success = gauge(&first, "rdmatopo_audit_last_success_timestamp_seconds").unwrap();
+    assert!(gauge(&first, "rdmatopo_audit_duration_seconds").unwrap() >= 0.0);
+
+    // The kubelet goes away: the next rounds say so, with no pod series.
+    stop();
+    let down = wait_for(&prom, "up 0", |s| up(s) == Some(0.0));
+    assert_eq!(pod_series(&down), 0, "no stale pod series when down");
+    assert_eq!(gauge(&down, "rdmatopo_audit_pods"), None);
+    let kept = gauge(&down, "rdmatopo_audit_last_success_timestamp_seconds").unwrap();
+    assert!(kept >= success, "{kept} < {success}");
+    let kubelet_up = down
+        .iter()
+        .find(|s| {
+            s.metric == "rdmatopo_audit_source_up" && s.labels.get("source") == Some("kubelet")
+        })
+        .unwrap();
+    assert!(matches!(kubelet_up.value, prometheus_parse::Value::Gauge(v) if v == 0.0));
+    // A later failed round keeps the same last success.
+    let modified = std::fs::metadata(&prom).unwrap().modified().unwrap();
+    let again = wait_for(&prom, "a second failed round", |_| {
+        std::fs::metadata(&prom).unwrap().modified().unwrap() > modified
+    });
+    assert_eq!(up(&again), Some(0.0));
+    assert_eq!(
+        gauge(&again, "rdmatopo_audit_last_success_timestamp_seconds"),
+        Some(kept)
+    );
+
+    // The kubelet restarts and recreates its socket: the loop finds it again.
+    let _stop = serve_stoppable(&socket, dgx_kubelet(true));
+    let back = wait_for(&prom, "up 1 again", |s| up(s) == Some(1.0));
+    assert!(pod_series(&back) > 0);
+    assert!(gauge(&back, "rdmatopo_audit_last_success_timestamp_seconds").unwrap() > kept);
+}
+
+#[test]
+fn a_failed_single_write_rewrites_the_file_as_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), dgx_kubelet(true));
+    let prom = dir.path().join("rdmatopo-audit.prom");
+    let write = ["--format", "prometheus", "--write", prom.to_str().unwrap()];
+    let out = audit(&fixture("h100-dgx"), &socket, &write);
+    assert_eq!(out.status.code(), Some(2));
+    let good = samples(&std::fs::read_to_string(&prom).unwrap());
+    assert_eq!(gauge(&good, "rdmatopo_audit_up"), Some(1.0));
+    let success = gauge(&good, "rdmatopo_audit_last_success_timestamp_seconds").unwrap();
+
+    // A new process, the kubelet's socket gone: up 0, the success read from the file.
+    let gone = dir.path().join("gone/kubelet.sock");
+    let out = audit(&fixture("h100-dgx"), &gone, &write);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the kubelet"));
+    let down = samples(&std::fs::read_to_string(&prom).unwrap());
+    assert_eq!(gauge(&down, "rdmatopo_audit_up"), Some(0.0));
+    assert_eq!(pod_series(&down), 0);
+    assert_eq!(
+        gauge(&down, "rdmatopo_audit_last_success_timestamp_seconds"),
+        Some(success)
+    );
+
+    // Unknown (no earlier file): no last-success sample, rather than a made-up one.
+    let fresh = dir.path().join("fresh.prom");
+    let out = audit(
+        &fixture("h100-dgx"),
+        &gone,
+        &["--format", "prometheus", "--write", fresh.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let fresh = samples(&std::fs::read_to_string(&fresh).unwrap());
+    assert_eq!(gauge(&fresh, "rdmatopo_audit_up"), Some(0.0));
+    assert_eq!(
+        gauge(&fresh, "rdmatopo_audit_last_success_timestamp_seconds"),
+        None
+    );
+
+    // A root that cannot be read is a failed source too.
+    let out = audit("/nonexistent-root", &socket, &write);
+    assert_eq!(out.status.code(), Some(3));
+    let down = samples(&std::fs::read_to_string(&prom).unwrap());
+    assert_eq!(gauge(&down, "rdmatopo_audit_up"), Some(0.0));
+    let sysfs = down
+        .iter()
+        .find(|s| s.labels.get("source") == Some("sysfs"))
+        .unwrap();
+    assert!(matches!(sysfs.value, prometheus_parse::Value::Gauge(v) if v == 0.0));
+}
+
+#[test]
+fn probe_checks_age_and_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), dgx_kubelet(true));
+    let prom = dir.path().join("rdmatopo-audit.prom");
+    let probe = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+            .args(["k8s", "probe"])
+            .arg(&prom)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = probe(&["--max-age", "1m"]);
+    assert_eq!(out.status.code(), Some(1), "a missing file fails");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(prom.to_str().unwrap()));
+    let write = ["--format", "prometheus", "--write", prom.to_str().unwrap()];
+    audit(&fixture("h100-dgx"), &socket, &write);
+    assert_eq!(probe(&["--max-age", "1m", "--up"]).status.code(), Some(0));
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = probe(&["--max-age", "1s"]);
+    assert_eq!(out.status.code(), Some(1), "stale");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("more than 1s"));
+    audit(&fixture("h100-dgx"), &dir.path().join("gone.sock"), &write);
+    assert_eq!(probe(&["--max-age", "1m"]).status.code(), Some(0), "fresh");
+    let out = probe(&["--max-age", "1m", "--up"]);
+    assert_eq!(out.status.code(), Some(1), "fresh but down");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rdmatopo_audit_up is 0"));
+}
+
+/// The DaemonSet's root without hostNetwork: the host's procfs mounted into a pod
+/// whose network namespace is its own. There `/proc/net` is a link to `self/net`, the
+/// reader's (the pod's), and `/proc/1/net` the host's init's, the node's: the default
+/// route and the addresses come from the latter.
+#[test]
+fn a_mounted_host_procfs_gives_the_nodes_routes_not_the_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("host");
+    let copied = Command::new("cp")
+        .args(["-a", &fixture("h100-dgx")])
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let proc = root.join("proc");
+    let host_net = proc.join("1/net");
+    std::fs::create_dir_all(proc.join("1")).unwrap();
+    std::fs::rename(proc.join("net"), &host_net).unwrap();
+    // The pod's own namespace: eth0 and its default route only.
+    let pod_net = proc.join("4242/net");
+    std::fs::create_dir_all(&pod_net).unwrap();
+    std::fs::write(
+        pod_net.join("route"),
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+         eth0\t00000000\t0100580A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+    )
+    .unwrap();
+    std::fs::remove_dir_all(proc.join("self")).unwrap();
+    std::os::unix::fs::symlink("4242", proc.join("self")).unwrap();
+    std::os::unix::fs::symlink("self/net", proc.join("net")).unwrap();
+    let inventory = |root: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+            .args(["inventory", "--format", "json", "--root"])
+            .arg(root)
+            .output()
+            .unwrap();
+        json(&out)
+    };
+    let host = inventory(&root);
+    let fixture_root = fixture("h100-dgx");
+    let original = inventory(Path::new(&fixture_root));
+    assert_eq!(original["host"]["default_route_interface"], "eno3");
+    assert_eq!(
+        host["host"]["default_route_interface"], "eno3",
+        "the node's"
+    );
+    // Without the host's init in the tree, /proc/net (here the pod's) is read.
+    std::fs::rename(&host_net, proc.join("1/gone")).unwrap();
+    let pod = inventory(&root);
+    assert_eq!(pod["host"]["default_route_interface"], "eth0");
+}

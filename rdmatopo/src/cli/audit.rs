@@ -1,17 +1,19 @@
 //! `rdmatopo k8s audit`: every pod on the node judged against the node's topology,
 //! from the kubelet's PodResources API.
 
+use super::EXIT_FAILURE;
 use super::args::RootArgs;
 use super::output::{Output, json};
 use clap::{Args, ValueEnum};
 use rdmatopo::checks::audit::{self, AuditOptions, AuditReport};
 use rdmatopo::export::k8s::SharedDevPluginConfig;
+use rdmatopo::export::prometheus::{self, AuditRound, SourceRead};
 use rdmatopo::model::Severity;
 use rdmatopo::model::allocation::Allocation;
 use rdmatopo::sources::kubelet;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditFormat {
@@ -98,55 +100,225 @@ fn options(a: &AuditArgs) -> Result<AuditOptions, String> {
     })
 }
 
-/// One audit: the text in the chosen format and the exit code.
-fn once(a: &AuditArgs) -> Result<Output, String> {
-    let opts = options(a)?;
-    let topo = a.root.discover()?;
-    let alloc = allocation(a)?;
+/// The sources a round needs, none read yet.
+fn required(a: &AuditArgs) -> Vec<SourceRead> {
+    let mut sources = vec![SourceRead {
+        source: "sysfs",
+        read: false,
+    }];
+    if a.rdma_shared_config.is_some() {
+        sources.push(SourceRead {
+            source: "rdma-shared-config",
+            read: false,
+        });
+    }
+    sources.push(SourceRead {
+        source: if a.allocation.is_some() {
+            "allocation-file"
+        } else {
+            "kubelet"
+        },
+        read: false,
+    });
+    sources
+}
+
+/// `result`, with `source` marked read when it is Ok.
+fn mark<T>(
+    sources: &mut [SourceRead],
+    source: &str,
+    result: Result<T, String>,
+) -> Result<T, String> {
+    if result.is_ok()
+        && let Some(s) = sources.iter_mut().find(|s| s.source == source)
+    {
+        s.read = true;
+    }
+    result
+}
+
+/// Read every source and judge the node.
+fn judge(a: &AuditArgs, sources: &mut [SourceRead]) -> Result<(AuditReport, Allocation), String> {
+    let topo = mark(sources, "sysfs", a.root.discover())?;
+    let opts = mark(sources, "rdma-shared-config", options(a))?;
+    let source = if a.allocation.is_some() {
+        "allocation-file"
+    } else {
+        "kubelet"
+    };
+    let alloc = mark(sources, source, allocation(a))?;
     let mut report = audit::audit(&topo, &alloc, &opts);
     report.node = a.node_name.clone();
-    let code = report.exit_code();
-    let text = match a.format {
-        AuditFormat::Table => table(&report),
-        AuditFormat::Prometheus => rdmatopo::export::prometheus::audit_metrics(&report),
-        AuditFormat::Json if a.with_allocation => {
-            let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
-            if let Some(obj) = value.as_object_mut() {
-                obj.insert(
-                    "allocation".into(),
-                    serde_json::to_value(&alloc).map_err(|e| e.to_string())?,
-                );
+    Ok((report, alloc))
+}
+
+/// What one round gives: the text to print or write (also when a Prometheus round
+/// failed: its up 0), the exit code, and the error that failed it.
+struct Round {
+    text: Option<String>,
+    code: i32,
+    error: Option<String>,
+}
+
+/// One audit. `last_success` is the Unix time of the last round that read everything,
+/// updated by this one.
+fn round(a: &AuditArgs, last_success: &mut Option<f64>) -> Round {
+    let start = Instant::now();
+    let mut sources = required(a);
+    let judged = judge(a, &mut sources).and_then(|(report, alloc)| {
+        let text = match a.format {
+            AuditFormat::Table => table(&report),
+            AuditFormat::Prometheus => prometheus::audit_metrics(&report),
+            AuditFormat::Json if a.with_allocation => {
+                let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+                if let Some(obj) = value.as_object_mut() {
+                    obj.insert(
+                        "allocation".into(),
+                        serde_json::to_value(&alloc).map_err(|e| e.to_string())?,
+                    );
+                }
+                json(&value)
             }
-            json(&value)
-        }
-        AuditFormat::Json => json(&report),
+            AuditFormat::Json => json(&report),
+        };
+        Ok((text, report.exit_code()))
+    });
+    if judged.is_ok()
+        && prometheus::up(&sources)
+        && let Ok(now) = SystemTime::now().duration_since(UNIX_EPOCH)
+    {
+        *last_success = Some(now.as_secs_f64());
+    }
+    let status = || {
+        prometheus::round_metrics(&AuditRound {
+            sources: &sources,
+            duration_seconds: start.elapsed().as_secs_f64(),
+            last_success: *last_success,
+        })
     };
-    Ok(Output { text, code })
+    match judged {
+        // A judgement made without a required source (one a later source marks unread
+        // and goes on without) keeps its report, but not its pod series.
+        Ok((text, code)) if a.format == AuditFormat::Prometheus => Round {
+            text: Some(if prometheus::up(&sources) {
+                status() + &text
+            } else {
+                status()
+            }),
+            code,
+            error: None,
+        },
+        Ok((text, code)) => Round {
+            text: Some(text),
+            code,
+            error: None,
+        },
+        Err(e) => Round {
+            // No pod series: they would be the last good round's, shown as current.
+            text: (a.format == AuditFormat::Prometheus).then(status),
+            code: EXIT_FAILURE,
+            error: Some(e),
+        },
+    }
 }
 
 pub fn run(a: &AuditArgs) -> Result<Output, String> {
-    let Some(path) = &a.write else {
-        return once(a);
+    // The last success the previous file recorded, kept while the kubelet is away.
+    let mut last_success = match (&a.write, a.format) {
+        (Some(path), AuditFormat::Prometheus) => std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| prometheus::last_success_in(&t)),
+        _ => None,
     };
-    let write = |path: &Path| -> Result<i32, String> {
-        let out = once(a)?;
-        super::files::write_atomically(path, &out.text)?;
-        Ok(out.code)
+    let Some(path) = &a.write else {
+        let r = round(a, &mut last_success);
+        return match (r.text, r.error) {
+            (Some(text), Some(e)) => {
+                eprintln!("rdmatopo: {e}");
+                Ok(Output { text, code: r.code })
+            }
+            (Some(text), None) => Ok(Output { text, code: r.code }),
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(Output::ok(String::new())),
+        };
+    };
+    let mut write = || -> Result<i32, String> {
+        let r = round(a, &mut last_success);
+        if let Some(text) = &r.text {
+            super::files::write_atomically(path, text)?;
+        }
+        match r.error {
+            Some(e) => Err(e),
+            None => Ok(r.code),
+        }
     };
     let Some(every) = a.interval else {
-        let code = write(path)?;
+        let code = write()?;
         return Ok(Output {
             text: String::new(),
             code,
         });
     };
     loop {
-        // A failed round is reported and retried; the last good file stays.
-        if let Err(e) = write(path) {
+        // A failed round is reported and retried; in Prometheus format its file says
+        // up 0. The next round dials the socket afresh, so a restarted kubelet (which
+        // recreates its socket) is found again.
+        if let Err(e) = write() {
             eprintln!("rdmatopo: {e}");
         }
         std::thread::sleep(Duration::from_secs(every));
     }
+}
+
+/// `rdmatopo k8s probe`: a liveness or readiness check on a file a loop rewrites, for
+/// an image with no shell (an exec probe runs this same command).
+#[derive(Args, Debug)]
+pub struct ProbeArgs {
+    /// The file the loop writes (`k8s audit --write`, `k8s nfd --write`).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Fail when the file was last written longer ago than this.
+    #[arg(long, value_name = "DURATION")]
+    pub max_age: humantime::Duration,
+    /// Also fail unless the file says `rdmatopo_audit_up 1` (the last audit read every source).
+    #[arg(long)]
+    pub up: bool,
+}
+
+pub fn probe(a: &ProbeArgs) -> Result<Output, String> {
+    let fail = |msg: String| {
+        eprintln!("rdmatopo: {}: {msg}", a.file.display());
+        Ok(Output {
+            text: String::new(),
+            code: 1,
+        })
+    };
+    let modified = match std::fs::metadata(&a.file).and_then(|m| m.modified()) {
+        Ok(t) => t,
+        Err(e) => return fail(e.to_string()),
+    };
+    // A clock step backwards makes the file look new; the next rewrite sets it right.
+    let age = SystemTime::now()
+        .duration_since(modified)
+        .unwrap_or_default();
+    let max: Duration = a.max_age.into();
+    if age > max {
+        return fail(format!(
+            "last written {}s ago, more than {}",
+            age.as_secs(),
+            a.max_age
+        ));
+    }
+    if a.up {
+        let text =
+            std::fs::read_to_string(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
+        match prometheus::gauge_in(&text, "rdmatopo_audit_up") {
+            Some(1.0) => {}
+            Some(_) => return fail("rdmatopo_audit_up is 0: the last audit could not read every source (rdmatopo_audit_source_up says which)".into()),
+            None => return fail("no rdmatopo_audit_up sample (not a `k8s audit --format prometheus` file)".into()),
+        }
+    }
+    Ok(Output::ok(String::new()))
 }
 
 fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {

@@ -32,6 +32,8 @@ pub enum K8sCommand {
     Pod(PodArgs),
     /// Every pod on the node judged against the topology, from the kubelet's PodResources API (exit 0 clean, 1 warnings, 2 errors, 3 kubelet unreachable).
     Audit(super::audit::AuditArgs),
+    /// Exit 0 when FILE was written within --max-age (and, with --up, says rdmatopo_audit_up 1): a DaemonSet's exec probe.
+    Probe(super::audit::ProbeArgs),
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,13 +186,14 @@ pub struct PodArgs {
 
 impl K8sCommand {
     /// The root every `k8s` command reads.
-    pub fn root_args_mut(&mut self) -> &mut RootArgs {
+    pub fn root_args_mut(&mut self) -> Result<&mut RootArgs, &'static str> {
         match self {
-            K8sCommand::RdmaSharedDevPlugin(a) => &mut a.root,
-            K8sCommand::SriovDevicePlugin(a) => &mut a.root,
-            K8sCommand::Nfd(a) => &mut a.root,
-            K8sCommand::Pod(a) => &mut a.root,
-            K8sCommand::Audit(a) => &mut a.root,
+            K8sCommand::RdmaSharedDevPlugin(a) => Ok(&mut a.root),
+            K8sCommand::SriovDevicePlugin(a) => Ok(&mut a.root),
+            K8sCommand::Nfd(a) => Ok(&mut a.root),
+            K8sCommand::Pod(a) => Ok(&mut a.root),
+            K8sCommand::Audit(a) => Ok(&mut a.root),
+            K8sCommand::Probe(_) => Err("k8s probe"),
         }
     }
 }
@@ -202,6 +205,7 @@ pub fn run(args: &K8sArgs) -> Result<Output, String> {
         K8sCommand::Nfd(a) => nfd(a),
         K8sCommand::Pod(a) => pod(a),
         K8sCommand::Audit(a) => super::audit::run(a),
+        K8sCommand::Probe(a) => super::audit::probe(a),
     }
 }
 

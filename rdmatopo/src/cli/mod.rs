@@ -134,7 +134,7 @@ impl Command {
             Command::Netdevs(a) => Ok(&mut a.root),
             Command::Qos(a) => Ok(&mut a.root),
             Command::NcclTopo(a) => Ok(&mut a.root),
-            Command::K8s(a) => Ok(a.command.root_args_mut()),
+            Command::K8s(a) => a.command.root_args_mut(),
             Command::Diff(_) => Err("diff"),
             Command::Cluster(_) => Err("cluster"),
             Command::Completions(_) => Err("completions"),

@@ -99,6 +99,20 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The node's network table `name` (`route`, `fib_trie`). Under a root other than
+    /// the live system, the host's init's `/proc/1/net/<name>` where it exists: such a
+    /// root is a host's procfs mounted into a pod with a network namespace of its own,
+    /// whose `/proc/net` (`self/net`) is the reader's, the pod's. Otherwise, and in a
+    /// captured tree, `/proc/net/<name>`.
+    pub fn net_table(&self, name: &str) -> String {
+        let host = format!("/proc/1/net/{name}");
+        if !self.fs.is_live() && self.fs.exists(&host) {
+            host
+        } else {
+            format!("/proc/net/{name}")
+        }
+    }
+
     /// Read an attribute's text, trimmed of its newline.
     pub fn text(&mut self, path: &str, optional: bool) -> Option<String> {
         match self.fs.read_with(path, |t| trim_attr(t).to_owned()) {

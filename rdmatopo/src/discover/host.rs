@@ -104,9 +104,8 @@ pub(super) fn read_host(ctx: &mut Ctx, topo: &mut Topology) {
     }
     let host = &mut topo.host;
     host.rdma_netns_mode = read_netns_mode(ctx);
-    host.default_route_interface = ctx
-        .text("/proc/net/route", true)
-        .and_then(|t| default_route(&t));
+    let route = ctx.net_table("route");
+    host.default_route_interface = ctx.text(&route, true).and_then(|t| default_route(&t));
     // `topo` in a container needs of the host's facts these two alone (ownership).
     if ctx.needs.host == HostFacts::Ownership {
         return;

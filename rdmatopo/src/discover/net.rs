@@ -209,12 +209,11 @@ fn read_netdev(ctx: &mut Ctx, dir: &str, name: String, topo: &Topology) -> Netde
 
 /// Local IPv4 addresses, each given to the interface whose connected route covers it.
 fn assign_ipv4(ctx: &mut Ctx, netdevs: &mut [Netdev]) {
-    let Some(trie) = ctx.text("/proc/net/fib_trie", true) else {
+    let (trie, route) = (ctx.net_table("fib_trie"), ctx.net_table("route"));
+    let Some(trie) = ctx.text(&trie, true) else {
         return;
     };
-    let routes = ctx
-        .attr("/proc/net/route", true, parse_route)
-        .unwrap_or_default();
+    let routes = ctx.attr(&route, true, parse_route).unwrap_or_default();
     for addr in parse_fib_trie_local(&trie) {
         if addr.is_loopback() {
             continue;

@@ -33,7 +33,8 @@ pub struct Host {
     pub peermem: Vec<String>,
     /// NVIDIA kernel driver version (`/sys/module/nvidia/version`).
     pub nvidia_driver: Option<String>,
-    /// Interface of the default IPv4 route (`/proc/net/route`).
+    /// Interface of the default IPv4 route (`/proc/net/route`; `/proc/1/net/route`
+    /// under a host procfs mounted into a pod, `Ctx::net_table`).
     pub default_route_interface: Option<String>,
 }
 

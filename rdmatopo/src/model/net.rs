@@ -48,7 +48,8 @@ pub struct Netdev {
     /// Basename of the `master` link.
     pub master: Option<String>,
     pub bond: Option<Bond>,
-    /// IPv4 addresses (from `/proc/net/fib_trie` and `/proc/net/route`).
+    /// IPv4 addresses (from `/proc/net/fib_trie` and `/proc/net/route`, or the host's
+    /// `/proc/1/net` ones, `Ctx::net_table`).
     #[serde(default)]
     pub ipv4: Vec<String>,
 }
