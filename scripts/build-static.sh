@@ -20,7 +20,10 @@ if ! rustc --print target-libdir --target "$target" >/dev/null 2>&1 \
   rustup target add "$target"
 fi
 cargo build --release --locked -p rdmatopo --bin rdmatopo --target "$target"
-cargo build --release --locked -p rdmatopo --bin rdmatopo-nvml
+# The helper needs only NVML; with the features the C and Python bindings build the
+# library with, the three share one release build of it.
+cargo build --release --locked -p rdmatopo --bin rdmatopo-nvml --no-default-features \
+  --features nvml,pci-names
 mkdir -p "$out"
 cp "target/$target/release/rdmatopo" target/release/rdmatopo-nvml "$out/"
 echo "$out/rdmatopo (static, $target) and $out/rdmatopo-nvml (glibc)"

@@ -897,12 +897,14 @@ fn probe_checks_age_and_up() {
 fn a_mounted_host_procfs_gives_the_nodes_routes_not_the_pods() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("host");
-    let copied = Command::new("cp")
-        .args(["-a", &fixture("h100-dgx")])
+    // A base fixture's archive holds one top directory: the root.
+    std::fs::create_dir(&root).unwrap();
+    let unpacked = Command::new("tar")
+        .args(["-xzf", &fixture("h100-dgx"), "--strip-components=1", "-C"])
         .arg(&root)
         .status()
         .unwrap();
-    assert!(copied.success());
+    assert!(unpacked.success());
     let proc = root.join("proc");
     let host_net = proc.join("1/net");
     std::fs::create_dir_all(proc.join("1")).unwrap();
