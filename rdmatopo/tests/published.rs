@@ -20,8 +20,21 @@ const CAPTURES: &[&str] = &[
     "pub-a100-oci-nps4",
     "pub-b200-nccltests333",
     "pub-b300-cx8-bond-deepep590",
+    "pub-h100-mooncake2039",
     "pub-h100-pcie-deepep397",
+    "pub-h100-penny",
 ];
+
+/// Captures whose NIC numbering rdmatopo does not reproduce yet, and why. Their cells,
+/// affinities and legend are compared with ours renumbered to the published order; the
+/// test fails once the numbering matches, so the entry is removed with the fix.
+///
+/// `pub-h100-penny`: nvidia-smi lists udev-renamed `mlx5_ib0..7` before `mlx5_eth0..4`,
+/// so its order is not by name; `pub-a100-oci-nps4` rules out PCI address order (its
+/// `mlx5_1-4` sit beside GPU2-3, after GPU0-1 in bus order). Both fit the order in which
+/// the devices registered (libibverbs' device list, the netlink device index), which
+/// sysfs does not show.
+const KNOWN_NIC_ORDER: &[&str] = &["pub-h100-penny"];
 
 fn fixtures() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"))
@@ -114,6 +127,14 @@ fn compare(name: &str) -> Result<(), String> {
         }
         got.gpu_numa_id = false;
     }
+    if KNOWN_NIC_ORDER.contains(&name) {
+        if got.legend == want.legend {
+            return Err(format!(
+                "{name}: NIC numbering now matches; remove it from KNOWN_NIC_ORDER"
+            ));
+        }
+        got = renumbered(&got, &want.legend);
+    }
     let mut diffs = Vec::new();
     if want.columns != got.columns {
         diffs.push(format!(
@@ -153,6 +174,59 @@ fn compare(name: &str) -> Result<(), String> {
     }
 }
 
+/// `m` with its NICs renumbered so that `legend` (published label, RDMA name) holds:
+/// rows, columns and legend permuted alike; a name `m` lacks keeps its place.
+fn renumbered(m: &Matrix, legend: &[(String, String)]) -> Matrix {
+    let label_of_name = |name: &str| legend.iter().find(|(_, n)| n == name).map(|(l, _)| l);
+    let relabel = |label: &str| -> String {
+        m.legend
+            .iter()
+            .find(|(l, _)| l == label)
+            .and_then(|(_, name)| label_of_name(name))
+            .cloned()
+            .unwrap_or_else(|| label.to_string())
+    };
+    // position in `m` of each new column
+    let new_cols: Vec<String> = m.columns.iter().map(|c| relabel(c)).collect();
+    let mut order: Vec<usize> = (0..m.columns.len()).collect();
+    let key = |c: &str| -> (bool, usize) {
+        (
+            c.starts_with("NIC"),
+            c.trim_start_matches(|ch: char| ch.is_ascii_alphabetic())
+                .parse()
+                .unwrap_or(usize::MAX),
+        )
+    };
+    order.sort_by_key(|&i| key(&new_cols[i]));
+    let columns = order.iter().map(|&i| new_cols[i].clone()).collect();
+    let n = m.columns.len();
+    let mut rows: Vec<(String, Vec<String>)> = m
+        .rows
+        .iter()
+        .map(|(label, tokens)| {
+            let mut t: Vec<String> = order
+                .iter()
+                .filter_map(|&i| tokens.get(i).cloned())
+                .collect();
+            t.extend(tokens.iter().skip(n).cloned());
+            (relabel(label), t)
+        })
+        .collect();
+    rows.sort_by_key(|(l, _)| key(l));
+    let mut legend: Vec<(String, String)> = m
+        .legend
+        .iter()
+        .map(|(l, name)| (relabel(l), name.clone()))
+        .collect();
+    legend.sort_by_key(|(l, _)| key(l));
+    Matrix {
+        columns,
+        rows,
+        legend,
+        gpu_numa_id: m.gpu_numa_id,
+    }
+}
+
 #[test]
 fn every_published_fixture_is_listed() {
     let mut found: Vec<String> = std::fs::read_dir(fixtures())
@@ -185,4 +259,12 @@ fn parser_reads_glued_and_tabbed_rows_alike() {
     assert_eq!(tabbed.rows[0].1, ["X", "PXB", "0-3", "0", "N/A"]);
     let split = parse("\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tPXBNODE\t0-3\n\nNIC Legend:\n  NIC0: a\n");
     assert_eq!(split.rows[0].1, ["X", "PXB", "NODE", "0-3"]);
+}
+
+#[test]
+fn renumbering_permutes_rows_columns_and_legend_alike() {
+    let ours = parse("\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tPIX\tSYS\t0-3\nNIC0\tPIX\t X \tSYS\nNIC1\tSYS\tSYS\t X \n\nNIC Legend:\n  NIC0: eth0\n  NIC1: ib0\n");
+    let published = parse("\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tSYS\tPIX\t0-3\nNIC0\tSYS\t X \tSYS\nNIC1\tPIX\tSYS\t X \n\nNIC Legend:\n  NIC0: ib0\n  NIC1: eth0\n");
+    assert_ne!(ours, published);
+    assert_eq!(renumbered(&ours, &published.legend), published);
 }
