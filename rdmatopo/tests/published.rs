@@ -20,9 +20,12 @@ const CAPTURES: &[&str] = &[
     "pub-a100-oci-nps4",
     "pub-b200-nccltests333",
     "pub-b300-cx8-bond-deepep590",
+    "pub-dgx-a100-nps4",
     "pub-h100-mooncake2039",
     "pub-h100-pcie-deepep397",
     "pub-h100-penny",
+    "pub-h200-bond-blog",
+    "pub-rtx6000ada-genoa-stelline",
 ];
 
 /// Captures whose NIC numbering rdmatopo does not reproduce yet, and why. Their cells,
