@@ -26,6 +26,7 @@ const CAPTURES: &[&str] = &[
     "pub-h100-penny",
     "pub-h200-bond-blog",
     "pub-rtx6000ada-genoa-stelline",
+    "pub-v100-phb-rocep",
 ];
 
 /// Captures whose NIC numbering rdmatopo does not reproduce yet, and why. Their cells,
