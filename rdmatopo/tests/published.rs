@@ -99,8 +99,12 @@ fn parse(text: &str) -> Matrix {
 }
 
 fn topo(archive: &Path) -> String {
+    rdmatopo(archive, "topo")
+}
+
+fn rdmatopo(archive: &Path, command: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
-        .arg("topo")
+        .arg(command)
         .arg("--root")
         .arg(archive)
         .env_clear()
@@ -108,7 +112,7 @@ fn topo(archive: &Path) -> String {
         .expect("run rdmatopo");
     assert!(
         out.status.success(),
-        "rdmatopo topo --root {}: {}",
+        "rdmatopo {command} --root {}: {}",
         archive.display(),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -229,6 +233,41 @@ fn renumbered(m: &Matrix, legend: &[(String, String)]) -> Matrix {
         legend,
         gpu_numa_id: m.gpu_numa_id,
     }
+}
+
+/// The RDMA devices an `NCCL_IB_HCA` value selects, as a set: NCCL matches the list in
+/// any order (`src/misc/utils.cc` `matchIfList`), so the order is not compared; a leading
+/// `=` (exact names) and `:<port>` suffixes are dropped.
+fn hca_set(value: &str) -> std::collections::BTreeSet<String> {
+    value
+        .trim()
+        .trim_start_matches('=')
+        .split(',')
+        .map(|d| d.split(':').next().unwrap_or(d).to_string())
+        .filter(|d| !d.is_empty())
+        .collect()
+}
+
+/// Where a vendor published the `NCCL_IB_HCA` for a captured machine
+/// (`published-nccl-ib-hca.txt`), `nccl-env` selects the same ports.
+#[test]
+fn nccl_ib_hca_matches_the_vendors_where_published() {
+    let mut seen = 0;
+    for name in CAPTURES {
+        let dir = fixtures().join(name);
+        let Ok(published) = std::fs::read_to_string(dir.join("published-nccl-ib-hca.txt")) else {
+            continue;
+        };
+        seen += 1;
+        let text = rdmatopo(&dir.join("root.tar.gz"), "nccl-env");
+        let ours = text
+            .lines()
+            .find_map(|l| l.strip_prefix("export NCCL_IB_HCA="))
+            .map(|v| v.trim_matches('\''))
+            .unwrap_or_else(|| panic!("{name}: nccl-env sets no NCCL_IB_HCA:\n{text}"));
+        assert_eq!(hca_set(ours), hca_set(&published), "{name}: NCCL_IB_HCA");
+    }
+    assert!(seen >= 1, "no capture has a published NCCL_IB_HCA");
 }
 
 #[test]
