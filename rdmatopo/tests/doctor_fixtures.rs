@@ -456,7 +456,11 @@ fn ecn_on_some_priorities_of_a_pod_s_vf_without_a_visible_class() {
         .iter()
         .find(|f| f.check == "roce-qos" && f.summary.contains("on only for priority 3"))
         .expect("a partial-ECN finding");
-    assert!(f.summary.contains("off for 0,1,2,4,5,6,7 on mlx5_22"), "{}", f.summary);
+    assert!(
+        f.summary.contains("off for 0,1,2,4,5,6,7 on mlx5_22"),
+        "{}",
+        f.summary
+    );
     assert!(
         f.evidence
             .iter()
@@ -466,7 +470,8 @@ fn ecn_on_some_priorities_of_a_pod_s_vf_without_a_visible_class() {
     );
     assert!(f.fix.contains("NCCL_IB_TC=106"), "{}", f.fix);
     assert!(
-        f.fix.contains("/sys/class/net/<netdev of mlx5_9>/ecn/roce_rp/enable/$p"),
+        f.fix
+            .contains("/sys/class/net/<netdev of mlx5_9>/ecn/roce_rp/enable/$p"),
         "{}",
         f.fix
     );

@@ -54,7 +54,8 @@ struct Matrix {
 }
 
 static DEVICE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:GPU|NIC)\d+").unwrap());
-static ROW: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*((?:GPU|NIC)\d+)(\s.*)?$").unwrap());
+static ROW: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s*((?:GPU|NIC)\d+)(\s.*)?$").unwrap());
 static CELL: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"NV\d+|PIX|PXB|PHB|NODE|SYS|X|N/A|\d[\d,\-]*").unwrap());
 static LEGEND: LazyLock<Regex> =
@@ -296,18 +297,28 @@ fn topo_matches_every_published_capture() {
 
 #[test]
 fn parser_reads_glued_and_tabbed_rows_alike() {
-    let tabbed = parse("\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPXB\t0-3\t0\t\tN/A\nNIC0\tPXB\t X \t\t\t\t\n\nNIC Legend:\n\n  NIC0: mlx5_0\n");
-    let glued = parse("GPU0NIC0CPU AffinityNUMA AffinityGPU NUMA ID\nGPU0  X PXB 0-3 0 N/A\nNIC0 PXB X\n\nNIC Legend:\n  NIC0: mlx5_0\n");
+    let tabbed = parse(
+        "\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPXB\t0-3\t0\t\tN/A\nNIC0\tPXB\t X \t\t\t\t\n\nNIC Legend:\n\n  NIC0: mlx5_0\n",
+    );
+    let glued = parse(
+        "GPU0NIC0CPU AffinityNUMA AffinityGPU NUMA ID\nGPU0  X PXB 0-3 0 N/A\nNIC0 PXB X\n\nNIC Legend:\n  NIC0: mlx5_0\n",
+    );
     assert_eq!(tabbed, glued);
     assert_eq!(tabbed.rows[0].1, ["X", "PXB", "0-3", "0", "N/A"]);
-    let split = parse("\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tPXBNODE\t0-3\n\nNIC Legend:\n  NIC0: a\n");
+    let split = parse(
+        "\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tPXBNODE\t0-3\n\nNIC Legend:\n  NIC0: a\n",
+    );
     assert_eq!(split.rows[0].1, ["X", "PXB", "NODE", "0-3"]);
 }
 
 #[test]
 fn renumbering_permutes_rows_columns_and_legend_alike() {
-    let ours = parse("\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tPIX\tSYS\t0-3\nNIC0\tPIX\t X \tSYS\nNIC1\tSYS\tSYS\t X \n\nNIC Legend:\n  NIC0: eth0\n  NIC1: ib0\n");
-    let published = parse("\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tSYS\tPIX\t0-3\nNIC0\tSYS\t X \tSYS\nNIC1\tPIX\tSYS\t X \n\nNIC Legend:\n  NIC0: ib0\n  NIC1: eth0\n");
+    let ours = parse(
+        "\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tPIX\tSYS\t0-3\nNIC0\tPIX\t X \tSYS\nNIC1\tSYS\tSYS\t X \n\nNIC Legend:\n  NIC0: eth0\n  NIC1: ib0\n",
+    );
+    let published = parse(
+        "\tGPU0\tNIC0\tNIC1\tCPU Affinity\nGPU0\t X \tSYS\tPIX\t0-3\nNIC0\tSYS\t X \tSYS\nNIC1\tPIX\tSYS\t X \n\nNIC Legend:\n  NIC0: ib0\n  NIC1: eth0\n",
+    );
     assert_ne!(ours, published);
     assert_eq!(renumbered(&ours, &published.legend), published);
 }

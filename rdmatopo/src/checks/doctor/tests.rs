@@ -1338,7 +1338,12 @@ fn roce_qos(class: Option<u8>, ecn_on: &[u8]) -> Machine {
 #[test]
 fn ecn_on_some_priorities_while_the_roce_priority_is_unknown_is_a_warning() {
     let r = roce_qos(None, &[3]).report();
-    assert_eq!(outcome(&r, "roce-qos"), Outcome::Warning, "{}", summaries(&r, "roce-qos"));
+    assert_eq!(
+        outcome(&r, "roce-qos"),
+        Outcome::Warning,
+        "{}",
+        summaries(&r, "roce-qos")
+    );
     let f = findings(&r, "roce-qos");
     let f = f
         .iter()
@@ -1362,7 +1367,12 @@ fn ecn_on_some_priorities_while_the_roce_priority_is_unknown_is_a_warning() {
         f.evidence
     );
     // Unset class means ToS 0, priority 0: off here, and the why says so.
-    assert!(f.why.contains("priority 0 when that is unset, which is off here"), "{}", f.why);
+    assert!(
+        f.why
+            .contains("priority 0 when that is unset, which is off here"),
+        "{}",
+        f.why
+    );
     assert!(f.fix.contains("NCCL_IB_TC=106"), "{}", f.fix);
     assert!(
         f.fix.contains(
@@ -1371,7 +1381,11 @@ fn ecn_on_some_priorities_while_the_roce_priority_is_unknown_is_a_warning() {
         "{}",
         f.fix
     );
-    assert!(f.fix.contains("/sys/class/net/ens1/ecn/roce_np/enable/$p"), "{}", f.fix);
+    assert!(
+        f.fix.contains("/sys/class/net/ens1/ecn/roce_np/enable/$p"),
+        "{}",
+        f.fix
+    );
 }
 
 #[test]
@@ -1408,7 +1422,10 @@ fn ecn_off_on_every_priority_with_no_class_is_a_warning() {
         "{s}"
     );
     let f = findings(&r, "roce-qos");
-    let f = f.iter().find(|f| f.summary.contains("every priority")).unwrap();
+    let f = f
+        .iter()
+        .find(|f| f.summary.contains("every priority"))
+        .unwrap();
     // No single ECN priority to steer RoCE to: only the enables are offered.
     assert!(!f.fix.contains("NCCL_IB_TC"), "{}", f.fix);
     assert!(f.fix.contains("for p in 0 1 2 3 4 5 6 7;"), "{}", f.fix);
