@@ -427,16 +427,16 @@ fn ecn_unknown_priority(
                 format!("/sys/class/net/{nd}/ecn/roce_rp/enable"),
                 format!("on for {}", prios(&on)),
             );
-        if v.vf {
-            if let Some(c) = v.pf_traffic_class {
-                f = f.with(
-                    format!(
-                        "traffic class of {}",
-                        v.pf_device.as_deref().unwrap_or("the PF")
-                    ),
-                    c,
-                );
-            }
+        if v.vf
+            && let Some(c) = v.pf_traffic_class
+        {
+            f = f.with(
+                format!(
+                    "traffic class of {}",
+                    v.pf_device.as_deref().unwrap_or("the PF")
+                ),
+                c,
+            );
         }
         // A VF's `ecn/` (MLNX_OFED 4.x) is read-only: the PF's netdev on the host is set.
         let host = if v.vf {
