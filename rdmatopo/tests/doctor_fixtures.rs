@@ -452,3 +452,35 @@ fn a_gpu_outside_the_nvidia_driver_has_no_number() {
     no_nvidia.remove("/sys/bus/pci/drivers/nvidia");
     assert_eq!(gpus_of(&no_nvidia), ["0000:01:00.0", "0000:03:00.0"]);
 }
+
+/// DCQCN on priority 3 only while no class is visible from the pod (`pod-vf-ecn-partial`):
+/// the priorities that are off are named, with the host's fix on the PF.
+#[test]
+fn ecn_on_some_priorities_of_a_pod_s_vf_without_a_visible_class() {
+    let r = report("pod-vf-ecn-partial");
+    assert_eq!(outcome(&r, "roce-qos"), Outcome::Warning);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.check == "roce-qos" && f.summary.contains("on only for priority 3"))
+        .expect("a partial-ECN finding");
+    assert!(
+        f.summary.contains("off for 0,1,2,4,5,6,7 on mlx5_22"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.path == "/sys/class/net/net1/ecn/roce_np/enable" && e.value == "on for 3"),
+        "{:?}",
+        f.evidence
+    );
+    assert!(f.fix.contains("NCCL_IB_TC=106"), "{}", f.fix);
+    assert!(
+        f.fix
+            .contains("/sys/class/net/<netdev of mlx5_9>/ecn/roce_rp/enable/$p"),
+        "{}",
+        f.fix
+    );
+}

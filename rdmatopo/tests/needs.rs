@@ -318,7 +318,15 @@ fn the_gids_and_netdevs_needs_give_the_whole_answer_on_every_fixture() {
             .iter()
             .flat_map(|d| &d.ports)
             .map(|p| match &p.netdev {
-                Some(n) if full.netdev(n).is_some() => 4,
+                // A RoCE LAG port's netdev is a bond: its slaves (the PFs' netdevs) are
+                // read too, three files each (fixtures/pub-b300-cx8-bond-deepep590: eight).
+                Some(n) if full.netdev(n).is_some() => {
+                    4 + 3 * full
+                        .netdevs
+                        .iter()
+                        .filter(|d| d.master.as_deref() == Some(n.as_str()))
+                        .count()
+                }
                 _ => 2 + 2 * p.gid_table_len as usize,
             })
             .sum();

@@ -116,7 +116,18 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
             .map(|v| v.priority.or(v.pf_traffic_class.map(|t| t >> 5))),
     );
     traffic_classes(scope, out, &views, &multi);
-    ecn(out, &views, prio, &multi);
+    // ECN is judged on the priority the class (or the PFC buffers) puts RoCE on, not on
+    // one inferred from the ECN enables themselves, which would judge them by themselves.
+    let ecn_prio = consensus(views.iter().map(|v| {
+        v.traffic_class
+            .or(v.pf_traffic_class)
+            .map(|t| t >> 5)
+            .or(match v.lossless.as_deref() {
+                Some([p]) => Some(*p),
+                _ => None,
+            })
+    }));
+    ecn(scope, out, &views, ecn_prio, &multi);
     lossless(out, &views, prio, &multi);
     pf_vf(scope, out, &views, &pf_views, &multi);
     env(scope, out, &views);
@@ -246,8 +257,14 @@ fn traffic_classes(
 }
 
 /// ECN on the RoCE priority of every rail, or (priority unknown) the same ECN settings
-/// on every rail and on both points of each.
-fn ecn(out: &mut Sink, views: &[PortView], prio: Option<u8>, multi: &BTreeMap<String, bool>) {
+/// on every rail and on both points of each, and on every priority RoCE may use.
+fn ecn(
+    scope: &Scope,
+    out: &mut Sink,
+    views: &[PortView],
+    prio: Option<u8>,
+    multi: &BTreeMap<String, bool>,
+) {
     let known: Vec<&PortView> = views.iter().filter(|v| v.ecn_np.is_some()).collect();
     if known.is_empty() {
         return;
@@ -334,11 +351,13 @@ fn ecn(out: &mut Sink, views: &[PortView], prio: Option<u8>, multi: &BTreeMap<St
         ));
         return;
     }
+    let mut mixed = false;
     for v in &known {
         let (np, rp) = np_rp(v);
         if np == rp {
             continue;
         }
+        mixed = true;
         let nd = v.qos_netdev.as_deref().unwrap_or("?");
         out.push(
             out.warning(format!(
@@ -355,6 +374,122 @@ fn ecn(out: &mut Sink, views: &[PortView], prio: Option<u8>, multi: &BTreeMap<St
             )),
         );
     }
+    if !mixed {
+        ecn_unknown_priority(scope, out, &known, multi);
+    }
+}
+
+/// The priority that no ToS selects (ToS 0: DSCP 0, PCP 0), where RoCE runs when neither
+/// the port, rdma_cm nor `NCCL_IB_TC` sets a class.
+const DEFAULT_PRIO: u8 = 0;
+
+/// Every rail with the same ECN priorities on both points, but not on all eight (the mlx5
+/// default), while no class says which priority RoCE uses: traffic on a priority that is
+/// off gets no congestion control. Named with the priorities off and the host's fix.
+fn ecn_unknown_priority(
+    scope: &Scope,
+    out: &mut Sink,
+    known: &[&PortView],
+    multi: &BTreeMap<String, bool>,
+) {
+    let Some(first) = known.first() else { return };
+    let on = first.ecn_np.clone().unwrap_or_default();
+    let off: Vec<u8> = (0..8u8).filter(|p| !on.contains(p)).collect();
+    if off.is_empty() {
+        return;
+    }
+    let names: Vec<String> = known.iter().map(|v| name(v, multi)).collect();
+    let summary = if on.is_empty() {
+        format!(
+            "ECN (DCQCN) is off on every priority of {}, and the RoCE priority is not visible here",
+            list(&names)
+        )
+    } else {
+        format!(
+            "ECN (DCQCN) is on only for priority {} and off for {} on {}, and the RoCE priority is not visible here",
+            prios(&on),
+            prios(&off),
+            list(&names)
+        )
+    };
+    let mut f = out.warning(summary);
+    let mut fix = Vec::new();
+    for v in known {
+        let nd = v.qos_netdev.as_deref().unwrap_or("?");
+        let (p, val) = class_evidence(v);
+        f = f
+            .with(p, val)
+            .with(
+                format!("/sys/class/net/{nd}/ecn/roce_np/enable"),
+                format!("on for {}", prios(&on)),
+            )
+            .with(
+                format!("/sys/class/net/{nd}/ecn/roce_rp/enable"),
+                format!("on for {}", prios(&on)),
+            );
+        if v.vf
+            && let Some(c) = v.pf_traffic_class
+        {
+            f = f.with(
+                format!(
+                    "traffic class of {}",
+                    v.pf_device.as_deref().unwrap_or("the PF")
+                ),
+                c,
+            );
+        }
+        // A VF's `ecn/` (MLNX_OFED 4.x) is read-only: the PF's netdev on the host is set.
+        let host = if v.vf {
+            pf_netdev(scope, v)
+        } else {
+            nd.to_string()
+        };
+        let cmd = format!(
+            "for p in {}; do echo 1 > {}; echo 1 > {}; done",
+            off.iter().map(u8::to_string).collect::<Vec<_>>().join(" "),
+            ecn_path(&host, "roce_np", 0).replace("/enable/0", "/enable/$p"),
+            ecn_path(&host, "roce_rp", 0).replace("/enable/0", "/enable/$p"),
+        );
+        if !fix.contains(&cmd) {
+            fix.push(cmd);
+        }
+    }
+    let why = format!(
+        "{ECN_WHY}. Which priority RoCE uses follows from the traffic class (DSCP / 8 under trust dscp), not from where ECN is on; no class is set on the port or in rdma_cm (or, in a pod, visible), so NCCL sends with its NCCL_IB_TC, or with class 0 on priority {DEFAULT_PRIO} when that is unset{}",
+        if off.contains(&DEFAULT_PRIO) {
+            ", which is off here"
+        } else {
+            ""
+        }
+    );
+    // DSCP 8p+2 (26 for priority 3) with ECT(0): the class NVIDIA's RoCE guides use.
+    let class_fix = match on.as_slice() {
+        [p] => {
+            let dscp = 8 * p + 2;
+            let tc = (dscp << 2) | 2;
+            format!(
+                "send RoCE on priority {p}: NCCL_IB_TC={tc} (DSCP {dscp}), or that class on the host's ports (`echo {tc} > /sys/class/infiniband/<dev>/tc/1/traffic_class`); or "
+            )
+        }
+        _ => String::new(),
+    };
+    out.push(f.why(why).fix(format!(
+        "{class_fix}enable ECN on the priorities that are off, on both points, on the host: `{}` (mlnx_qos sets trust and PFC, not DCQCN; not persistent: put it in the boot-time QoS script, or let the NVIDIA NIC Configuration Operator's roceOptimized template set it)",
+        fix.join("`; `")
+    )));
+}
+
+/// The host netdev of a VF's PF (whose `ecn/` governs it), or a placeholder naming the PF.
+fn pf_netdev(scope: &Scope, v: &PortView) -> String {
+    let Some(pf) = v.pf_device.as_deref() else {
+        return "<netdev of the PF>".to_string();
+    };
+    scope
+        .topo
+        .rdma_device(pf)
+        .and_then(|d| d.ports.iter().find(|p| p.number == v.port))
+        .and_then(|p| p.netdev.clone())
+        .unwrap_or_else(|| format!("<netdev of {pf}>"))
 }
 
 /// PFC on the RoCE priority, as the port buffers show it; or (priority unknown) the

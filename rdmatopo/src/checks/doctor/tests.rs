@@ -1312,3 +1312,121 @@ fn judging_another_container_uses_its_evidence_candidates_and_no_environment() {
     assert_eq!(outcome(&r, "gpu-nic-distance"), Outcome::Info, "{s}");
     assert!(!s.contains("mlx5_0"), "{s}");
 }
+
+/// The RoCE host with MLNX_OFED's QoS files on both rails: `class` in
+/// `tc/1/traffic_class` (`None`: the file empty, unset) and ECN on `ecn_on` on both points.
+fn roce_qos(class: Option<u8>, ecn_on: &[u8]) -> Machine {
+    let mut m = roce();
+    for (i, bdf) in ["0000:04:00.0", "0000:84:00.0"].iter().enumerate() {
+        let f = path_of(bdf);
+        m = m.set(
+            &format!("{f}/infiniband/mlx5_{i}/tc/1/traffic_class"),
+            &class.map_or(String::new(), |c| format!("Global tclass={c}\n")),
+        );
+        for point in ["roce_np", "roce_rp"] {
+            for p in 0..8u8 {
+                m = m.set(
+                    &format!("{f}/net/ens{i}/ecn/{point}/enable/{p}"),
+                    if ecn_on.contains(&p) { "1\n" } else { "0\n" },
+                );
+            }
+        }
+    }
+    m
+}
+
+#[test]
+fn ecn_on_some_priorities_while_the_roce_priority_is_unknown_is_a_warning() {
+    let r = roce_qos(None, &[3]).report();
+    assert_eq!(
+        outcome(&r, "roce-qos"),
+        Outcome::Warning,
+        "{}",
+        summaries(&r, "roce-qos")
+    );
+    let f = findings(&r, "roce-qos");
+    let f = f
+        .iter()
+        .find(|f| f.summary.contains("on only for priority 3"))
+        .unwrap_or_else(|| panic!("{}", summaries(&r, "roce-qos")));
+    assert!(f.summary.contains("off for 0,1,2,4,5,6,7"), "{}", f.summary);
+    assert!(f.summary.contains("mlx5_0 and mlx5_1"), "{}", f.summary);
+    assert!(f.summary.contains("not visible here"), "{}", f.summary);
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.path == "/sys/class/net/ens1/ecn/roce_rp/enable" && e.value == "on for 3"),
+        "{:?}",
+        f.evidence
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.path.ends_with("/mlx5_0/tc/1/traffic_class") && e.value.contains("unset")),
+        "{:?}",
+        f.evidence
+    );
+    // Unset class means ToS 0, priority 0: off here, and the why says so.
+    assert!(
+        f.why
+            .contains("priority 0 when that is unset, which is off here"),
+        "{}",
+        f.why
+    );
+    assert!(f.fix.contains("NCCL_IB_TC=106"), "{}", f.fix);
+    assert!(
+        f.fix.contains(
+            "for p in 0 1 2 4 5 6 7; do echo 1 > /sys/class/net/ens0/ecn/roce_np/enable/$p; echo 1 > /sys/class/net/ens0/ecn/roce_rp/enable/$p; done"
+        ),
+        "{}",
+        f.fix
+    );
+    assert!(
+        f.fix.contains("/sys/class/net/ens1/ecn/roce_np/enable/$p"),
+        "{}",
+        f.fix
+    );
+}
+
+#[test]
+fn ecn_off_on_priorities_roce_does_not_use_is_fine_once_the_class_says_which() {
+    // Class 106: DSCP 26, priority 3, where ECN is on; the others may stay off.
+    let r = roce_qos(Some(106), &[3]).report();
+    assert!(
+        !summaries(&r, "roce-qos").contains("ECN"),
+        "{}",
+        summaries(&r, "roce-qos")
+    );
+    // The class puts RoCE on priority 3 while ECN is on for 4 only: the priority is named.
+    let r = roce_qos(Some(106), &[4]).report();
+    assert!(
+        summaries(&r, "roce-qos").contains("ECN (DCQCN) is off for the RoCE priority 3"),
+        "{}",
+        summaries(&r, "roce-qos")
+    );
+    // The mlx5 default, every priority on: nothing to say.
+    let r = roce_qos(None, &[0, 1, 2, 3, 4, 5, 6, 7]).report();
+    assert!(
+        !summaries(&r, "roce-qos").contains("ECN"),
+        "{}",
+        summaries(&r, "roce-qos")
+    );
+}
+
+#[test]
+fn ecn_off_on_every_priority_with_no_class_is_a_warning() {
+    let r = roce_qos(None, &[]).report();
+    let s = summaries(&r, "roce-qos");
+    assert!(
+        s.contains("ECN (DCQCN) is off on every priority of mlx5_0 and mlx5_1"),
+        "{s}"
+    );
+    let f = findings(&r, "roce-qos");
+    let f = f
+        .iter()
+        .find(|f| f.summary.contains("every priority"))
+        .unwrap();
+    // No single ECN priority to steer RoCE to: only the enables are offered.
+    assert!(!f.fix.contains("NCCL_IB_TC"), "{}", f.fix);
+    assert!(f.fix.contains("for p in 0 1 2 3 4 5 6 7;"), "{}", f.fix);
+}
