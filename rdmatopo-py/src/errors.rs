@@ -94,6 +94,7 @@ fn core_error(e: rdmatopo::Error) -> PyErr {
         rdmatopo::Error::View(e @ ViewError::OutsideView(_)) => {
             OutsideViewError::new_err(e.to_string())
         }
+        rdmatopo::Error::View(ViewError::Argument(message)) => ArgumentError::new_err(message),
         rdmatopo::Error::View(e) => AnalysisError::new_err(e.to_string()),
         e @ rdmatopo::Error::Json(_) => ParseError::new_err(e.to_string()),
         rdmatopo::Error::Io { path, source } => os_error(

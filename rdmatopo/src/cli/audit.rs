@@ -121,7 +121,7 @@ fn once(a: &AuditArgs) -> Result<Output, String> {
         }
         AuditFormat::Json => json(&report),
     };
-    Ok(Output { text, code })
+    Ok(Output::with_code(text, code))
 }
 
 pub fn run(a: &AuditArgs) -> Result<Output, String> {
@@ -135,10 +135,7 @@ pub fn run(a: &AuditArgs) -> Result<Output, String> {
     };
     let Some(every) = a.interval else {
         let code = write(path)?;
-        return Ok(Output {
-            text: String::new(),
-            code,
-        });
+        return Ok(Output::with_code(String::new(), code));
     };
     loop {
         // A failed round is reported and retried; the last good file stays.

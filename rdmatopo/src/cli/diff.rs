@@ -27,10 +27,7 @@ pub fn run(args: &DiffArgs) -> Result<Output, String> {
         Format::Json => json(&d),
         Format::Table => table(&d),
     };
-    Ok(Output {
-        text,
-        code: i32::from(d.differs()),
-    })
+    Ok(Output::with_code(text, i32::from(d.differs())))
 }
 
 fn outcome(o: Outcome) -> &'static str {

@@ -27,7 +27,7 @@ pub fn run(args: &DoctorArgs) -> Result<Output, String> {
     };
     let code = report.exit_code();
     super::output::keep_until_exit((topo, report));
-    Ok(Output { text, code })
+    Ok(Output::with_code(text, code))
 }
 
 const WIDTH: usize = 100;

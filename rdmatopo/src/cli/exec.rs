@@ -75,14 +75,14 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
     }
     let err = cmd.exec();
     eprintln!("rdmatopo exec: cannot run {}: {err}", args.command[0]);
-    Ok(Output {
-        text: String::new(),
-        code: if err.kind() == std::io::ErrorKind::NotFound {
+    Ok(Output::with_code(
+        String::new(),
+        if err.kind() == std::io::ErrorKind::NotFound {
             127
         } else {
             126
         },
-    })
+    ))
 }
 
 /// The rank's plan, and what the NCCL variables CMD will run with undo of it.

@@ -160,9 +160,14 @@ impl Plan {
             && world > 0
             && r >= world
         {
-            return Err(ViewError::Invalid(format!(
-                "local rank {r} is not below the local world size {world}"
-            )));
+            let msg = format!("local rank {r} is not below the local world size {world}");
+            // The caller's own number is a usage error; one read from the environment
+            // is the environment's.
+            return Err(if opts.local_rank.is_some() {
+                ViewError::Argument(msg)
+            } else {
+                ViewError::Invalid(msg)
+            });
         }
         if visible.is_empty() {
             notes.push(match wanted {
