@@ -133,22 +133,25 @@ fn table(topo: &Topology, rows: &[Row], shown: &Shown) -> (String, String) {
     if rows.is_empty() && shown.left_out.is_empty() {
         let _ = writeln!(notes, "rdmatopo: no RDMA device under {}", topo.root);
     }
+    // Ports left out, one line per reason (in a pod, seventy ports share one).
+    let mut left_out: Vec<(String, Vec<String>)> = Vec::new();
     for r in rows {
-        match (&r.netdev, &r.state, &r.note) {
+        let port = format!("{} port {}", r.device, r.port);
+        let reason = match (&r.netdev, &r.state, &r.note) {
             (Some(n), Some(st), _) => {
-                let _ = writeln!(s, "{} port {} ==> {n} ({st})", r.device, r.port);
+                let _ = writeln!(s, "{port} ==> {n} ({st})");
+                None
             }
-            (Some(n), None, Some(note)) => {
-                let _ = writeln!(notes, "note: {} port {}: {n} is {note}", r.device, r.port);
-            }
-            (_, _, note) => {
-                let _ = writeln!(
-                    notes,
-                    "note: {} port {}: {}",
-                    r.device,
-                    r.port,
-                    note.as_deref().unwrap_or("no netdev")
-                );
+            (Some(n), None, Some(note)) => Some((note.clone(), format!("{port} ({n})"))),
+            (_, _, note) => Some((
+                note.clone().unwrap_or_else(|| "no netdev".into()),
+                port.clone(),
+            )),
+        };
+        if let Some((why, port)) = reason {
+            match left_out.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, ports)) => ports.push(port),
+                None => left_out.push((why, vec![port])),
             }
         }
         if !r.slaves.is_empty() {
@@ -159,9 +162,7 @@ fn table(topo: &Topology, rows: &[Row], shown: &Shown) -> (String, String) {
                 .unwrap_or_default();
             let _ = writeln!(
                 notes,
-                "note: {} port {}: {} is a bond of {}{mode}",
-                r.device,
-                r.port,
+                "note: {port}: {} is a bond of {}{mode}",
                 r.netdev.as_deref().unwrap_or("-"),
                 r.slaves.join(" ")
             );
@@ -169,12 +170,17 @@ fn table(topo: &Topology, rows: &[Row], shown: &Shown) -> (String, String) {
         if let Some(m) = &r.master {
             let _ = writeln!(
                 notes,
-                "note: {} port {}: {} is a slave of {m}",
-                r.device,
-                r.port,
+                "note: {port}: {} is a slave of {m}",
                 r.netdev.as_deref().unwrap_or("-")
             );
         }
+    }
+    for (why, ports) in left_out {
+        let _ = writeln!(
+            notes,
+            "note: left out as ibdev2netdev leaves them ({why}): {}",
+            ports.join(", ")
+        );
     }
     if let Some(note) = shown.note() {
         let _ = writeln!(notes, "note: {note}");
