@@ -133,7 +133,8 @@ impl Plan {
     /// Plan every local rank of this node.
     ///
     /// # Errors
-    /// [`ViewError::Invalid`] when the environment is contradictory: a local rank
+    /// [`ViewError::Argument`] when `opts.local_rank` is not below the local world
+    /// size; [`ViewError::Invalid`] when the environment is contradictory: a local rank
     /// that is not a number or not below the local world size, or a
     /// `CUDA_VISIBLE_DEVICES` that names GPUs by UUID when no UUID is known.
     pub fn compute(topo: &Topology, opts: &PlanOptions) -> Result<Plan, ViewError> {
