@@ -75,8 +75,23 @@ pub fn run(args: &DoctorArgs) -> Result<Output, String> {
             }
         }
     };
+    // A captured tree is judged with the environment captured in it (its NCCL_*
+    // variables), never this shell's: said where a reader would assume otherwise.
+    let notes = match &args.root.root {
+        Some(r)
+            if !args.quiet
+                && args.format == Format::Table
+                && r.as_path() != std::path::Path::new("/") =>
+        {
+            format!(
+                "note: the NCCL and launcher variables judged are those captured under {} (its proc/self/environ), not this shell's\n",
+                r.display()
+            )
+        }
+        _ => String::new(),
+    };
     super::output::keep_until_exit((topo, report));
-    Ok(Output::with_code(text, code))
+    Ok(Output::with_code(text, code).with_notes(notes))
 }
 
 /// The verdict's numbers, taken before `--min-severity` leaves findings out.

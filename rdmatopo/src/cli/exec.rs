@@ -92,9 +92,21 @@ fn plan(args: &ExecArgs, live: bool) -> Result<(RankOutcome, Vec<String>), Strin
         .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
     // Live, the plan reads this process's own environment; a captured root brings its
     // own (as `nccl-env` reads it).
+    // A captured tree's plan is judged with the environment captured in it (an empty
+    // map asks for it), as nccl-env --root and Python's plan() of a capture judge it.
     let env: BTreeMap<String, String> = if live {
         std::env::vars().collect()
     } else {
+        if args.print {
+            say(&format!(
+                "planning with the environment captured under {} (its LOCAL_RANK, CUDA_VISIBLE_DEVICES, NCCL_*), not this process's; --local-rank picks the rank",
+                args.root
+                    .root
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new("/"))
+                    .display()
+            ));
+        }
         BTreeMap::new()
     };
     let outcome = Devices::of(&topo)
