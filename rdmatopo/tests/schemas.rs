@@ -170,10 +170,11 @@ fn every_json_output_on_every_fixture_matches_its_schema() {
             .to_string_lossy();
         let xml = tmp.path().join(format!("{name}.xml"));
         let x = xml.display().to_string();
-        if run(&["nccl-topo", "--root", &r, "-o", &x]).is_none() && xml.exists() {
-            if let Some(doc) = run(&["nccl-topo", "--input", &x, "--format", "json"]) {
-                seen.push(check(&validators, &x, &doc));
-            }
+        if run(&["nccl-topo", "--root", &r, "-o", &x]).is_none()
+            && xml.exists()
+            && let Some(doc) = run(&["nccl-topo", "--input", &x, "--format", "json"])
+        {
+            seen.push(check(&validators, &x, &doc));
         }
         seen
     });

@@ -92,23 +92,20 @@ fn plan(args: &ExecArgs, live: bool) -> Result<(RankOutcome, Vec<String>), Strin
         .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
     // Live, the plan reads this process's own environment; a captured root brings its
     // own (as `nccl-env` reads it).
-    // A captured tree's plan is judged with the environment captured in it (an empty
-    // map asks for it), as nccl-env --root and Python's plan() of a capture judge it.
-    let env: BTreeMap<String, String> = if live {
-        std::env::vars().collect()
-    } else {
-        if args.print {
-            say(&format!(
-                "planning with the environment captured under {} (its LOCAL_RANK, CUDA_VISIBLE_DEVICES, NCCL_*), not this process's; --local-rank picks the rank",
-                args.root
-                    .root
-                    .as_deref()
-                    .unwrap_or(std::path::Path::new("/"))
-                    .display()
-            ));
-        }
-        BTreeMap::new()
-    };
+    // This process's environment, the one CMD and its NCCL will run in, whatever the
+    // root (Python's plan() and apply() take it too): a captured tree is only the
+    // machine planned for.
+    if !live && args.print {
+        say(&format!(
+            "planning this process's LOCAL_RANK, CUDA_VISIBLE_DEVICES and NCCL_* against the machine captured under {}",
+            args.root
+                .root
+                .as_deref()
+                .unwrap_or(std::path::Path::new("/"))
+                .display()
+        ));
+    }
+    let env: BTreeMap<String, String> = std::env::vars().collect();
     let outcome = Devices::of(&topo)
         .rank_plan(
             RankRequest {
