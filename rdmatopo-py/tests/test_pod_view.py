@@ -5,6 +5,7 @@ judged with the environment captured in it."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -106,3 +107,16 @@ def test_doctor_judges_the_root_s_environment_in_both(
     )
     assert "NCCL_IB_DISABLE" not in out.stdout
     assert "not this shell's" in out.stderr
+
+
+def test_the_wheel_carries_every_json_schema(cli: Path) -> None:
+    version = subprocess.run([str(cli), "--version"], capture_output=True, text=True, check=True)
+    line = next(l for l in version.stdout.splitlines() if l.startswith("json schemas: "))
+    ids = line.removeprefix("json schemas: ").split(", ")
+    assert rdmatopo.json_schema_ids() == ids
+    for id in ids:
+        schema = json.loads(rdmatopo.json_schema(id))
+        assert schema["$id"] == f"urn:rdmatopo:schema:{id}"
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    with pytest.raises(rdmatopo.ArgumentError):
+        rdmatopo.json_schema("rdmatopo.nothing/1")

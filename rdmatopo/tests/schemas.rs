@@ -258,3 +258,17 @@ fn a_document_off_its_schema_is_refused() {
         assert!(!v.is_valid(&short), "{cmd}: a missing field passes");
     }
 }
+
+/// The library carries every schema file (`rdmatopo::schemas`, which Python's
+/// `json_schema()` returns), as it is on disk.
+#[test]
+fn the_library_carries_every_schema() {
+    let ids = ids();
+    let carried: Vec<&str> = rdmatopo::schemas::ALL.iter().map(|(id, _)| *id).collect();
+    assert_eq!(carried, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    for id in &ids {
+        let on_disk = std::fs::read_to_string(schemas_dir().join(file_of(id))).unwrap();
+        assert_eq!(rdmatopo::schemas::get(id), Some(on_disk.as_str()), "{id}");
+    }
+    assert_eq!(rdmatopo::schemas::get("rdmatopo.nothing/1"), None);
+}

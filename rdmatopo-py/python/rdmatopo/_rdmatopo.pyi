@@ -24,6 +24,8 @@ __all__ = [
     "NumaNode",
     "Port",
     "format_cpulist",
+    "json_schema",
+    "json_schema_ids",
     "parse_cpulist",
     "Applied",
     "RankPlan",
@@ -50,6 +52,8 @@ def discover(
     root: str | os.PathLike[str] | None = None, view: str = "owned"
 ) -> Topology: ...
 def format_cpulist(cpus: Iterable[int]) -> str: ...
+def json_schema(id: str) -> str: ...
+def json_schema_ids() -> list[str]: ...
 def parse_cpulist(text: str) -> frozenset[int]: ...
 @final
 class Gpu:
