@@ -29,6 +29,7 @@ BIN = pathlib.Path(os.environ.get("RDMATOPO_BIN", REPO / "target" / "debug" / "r
 # bundled); deploy/ against DEPLOY_VERSIONS below.
 K8S_VERSIONS = ["1.31.0", "1.37.0"]
 
+EXIT_USAGE = 2
 EXIT_COULD_NOT_RUN = 3
 
 
@@ -486,6 +487,10 @@ def test_pod(fixture, network, kind, fmt):
     out = rdmatopo(
         "k8s", "pod", "--root", root(fixture), "--gpus", "1", "--network", network, "--kind", kind, "--format", fmt
     )
+    if out.returncode == EXIT_USAGE:
+        # More GPUs than the node has: the argument, not the node, is wrong.
+        assert "GPUs asked for" in out.stderr, out.stderr
+        return
     if out.returncode == EXIT_COULD_NOT_RUN:
         assert out.stderr.strip(), "an error must say why"
         return

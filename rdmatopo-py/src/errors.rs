@@ -8,6 +8,7 @@
 use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError, PyPermissionError};
 use pyo3::{PyErr, create_exception};
 use rdmatopo::DiscoverError;
+use rdmatopo::snapshot::SnapshotError;
 use rdmatopo::sysfs::SysfsError;
 use rdmatopo::view::ViewError;
 
@@ -21,7 +22,7 @@ create_exception!(
     rdmatopo,
     DiscoveryError,
     RdmaTopoError,
-    "The root holds no sysfs tree, so no topology could be built."
+    "The root holds no sysfs tree, or is a snapshot that cannot be read (corrupt, truncated, unsafe or too large), so no topology could be built."
 );
 create_exception!(
     rdmatopo,
@@ -94,8 +95,24 @@ fn core_error(e: rdmatopo::Error) -> PyErr {
         rdmatopo::Error::View(e @ ViewError::OutsideView(_)) => {
             OutsideViewError::new_err(e.to_string())
         }
+        rdmatopo::Error::View(ViewError::Argument(message)) => ArgumentError::new_err(message),
         rdmatopo::Error::View(e) => AnalysisError::new_err(e.to_string()),
         e @ rdmatopo::Error::Json(_) => ParseError::new_err(e.to_string()),
+        // A snapshot that is not there, or not readable, is a file error as any other.
+        rdmatopo::Error::Snapshot(SnapshotError::Io { path, source })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            os_error(
+                source.kind(),
+                source.raw_os_error(),
+                &source.to_string(),
+                &path,
+            )
+        }
+        e @ rdmatopo::Error::Snapshot(_) => DiscoveryError::new_err(e.to_string()),
         rdmatopo::Error::Io { path, source } => os_error(
             source.kind(),
             source.raw_os_error(),

@@ -11,6 +11,20 @@ mod topology;
 
 use pyo3::prelude::*;
 
+/// The JSON Schema (draft 2020-12) of the document whose `"schema"` field is `id`
+/// (`"rdmatopo.topo/1"`), as text. Raises `ArgumentError` for an id rdmatopo has none of.
+#[pyfunction]
+fn json_schema(id: &str) -> PyResult<&'static str> {
+    rdmatopo::schemas::get(id)
+        .ok_or_else(|| errors::Error::argument(format!("no JSON schema {id:?}")).into())
+}
+
+/// Every schema id `json_schema()` knows, sorted.
+#[pyfunction]
+fn json_schema_ids() -> Vec<&'static str> {
+    rdmatopo::schemas::ALL.iter().map(|(id, _)| *id).collect()
+}
+
 #[pymodule]
 mod _rdmatopo {
     #[pymodule_export]
@@ -26,6 +40,8 @@ mod _rdmatopo {
     use crate::plan::{Applied, RankPlan};
     #[pymodule_export]
     use crate::topology::{Matrix, PyMatrixDevice, Topology, discover};
+    #[pymodule_export]
+    use crate::{json_schema, json_schema_ids};
 
     use pyo3::prelude::*;
 

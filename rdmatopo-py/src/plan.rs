@@ -58,6 +58,8 @@ pub(crate) fn plan(
     local_rank: Option<i64>,
     local_world_size: Option<i64>,
 ) -> PyResult<RankPlan> {
+    // The environment of this process, the one NCCL will run in, whatever the root:
+    // as `rdmatopo exec --root` plans (doctor, on the other hand, judges the root's).
     let env: BTreeMap<String, String> = py
         .import("os")?
         .getattr("environ")?

@@ -74,7 +74,16 @@ impl Topology {
     fn resolve(&self, device: &DeviceRef) -> std::result::Result<PciAddr, ViewError> {
         let devices = self.devices();
         match device {
-            DeviceRef::Index(i) => devices.gpu_by_index(*i).map(|g| g.pci),
+            // The numbering the CLI shows: a container's own, as its nvidia-smi's.
+            DeviceRef::Index(i) => {
+                let names = devices.gpu_names();
+                self.topo
+                    .gpus
+                    .iter()
+                    .find(|g| names.index(g).is_some_and(|n| i64::from(n) == *i))
+                    .map(|g| g.pci)
+                    .ok_or_else(|| ViewError::UnknownDevice(format!("GPU index {i}")))
+            }
             DeviceRef::Gpu(g) => Ok(g.pci_addr()),
             DeviceRef::Nic(n) => devices
                 .rdma_in_full(&n.0.name)
@@ -101,17 +110,50 @@ impl Topology {
     fn root(&self) -> &str {
         &self.topo.root
     }
-    /// GPUs in PCI bus order.
+    /// The GPUs of this view, in its numbering (`Gpu.view_index`, the CLI's `GPU<n>`):
+    /// in a container's owned view its own, as its nvidia-smi numbers them; on a host, or
+    /// in the view `"all"`, every GPU, in PCI bus order. `all_gpus` has every visible one.
     #[getter]
     fn gpus<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let devices = self.devices();
+        let names = devices.gpu_names();
+        let mut gpus: Vec<(u32, &rdmatopo::model::Gpu)> = if self.topo.view.is_none() {
+            self.topo.gpus.iter().map(|g| (g.index, g)).collect()
+        } else {
+            self.topo
+                .gpus
+                .iter()
+                .filter_map(|g| Some((names.index(g)?, g)))
+                .collect()
+        };
+        gpus.sort_by_key(|(i, _)| *i);
+        PyTuple::new(py, gpus.into_iter().map(|(_, g)| Gpu::new(g, &devices)))
+    }
+    /// Every visible GPU, in PCI bus order (another container's too).
+    #[getter]
+    fn all_gpus<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let devices = self.devices();
         PyTuple::new(py, self.topo.gpus.iter().map(|g| Gpu::new(g, &devices)))
     }
-    /// RDMA devices (HCAs, their VFs, bonds, software devices), in natural name order.
-    /// In a container's owned view: its own and the PFs of its VFs (`other_nics` names
-    /// the rest).
+    /// The RDMA devices of this view (HCAs, their VFs, bonds, software devices), in
+    /// natural name order: in a container's owned view those it holds in full (not the
+    /// outlines of a PF of its VFs or a NIC beside its GPUs; `all_nics` has them).
     #[getter]
     fn nics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(
+            py,
+            self.topo
+                .rdma_devices
+                .iter()
+                .filter(|d| self.topo.holds_rdma_details(&d.name))
+                .map(|d| Nic(d.clone(), false))
+                .collect::<Vec<_>>(),
+        )
+    }
+    /// Every RDMA device this topology holds, outlines included (`Nic.outline`; facts
+    /// of one beyond its name, PCI address and uverbs node raise `OutsideViewError`).
+    #[getter]
+    fn all_nics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(
             py,
             self.topo

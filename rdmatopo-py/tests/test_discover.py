@@ -222,9 +222,12 @@ def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
     assert json.loads(owned.matrix().to_json()) == cli_json
     # Held and only named, the owned view's devices are the whole read's.
     assert whole.other_nics == ()
-    held = {n.name for n in owned.nics}
+    held = {n.name for n in owned.all_nics}
     assert held.isdisjoint(owned.other_nics)
     assert held | set(owned.other_nics) == {n.name for n in whole.nics}
+    # Its own, as `rdmatopo topo` shows them: no outline among them.
+    assert {n.name for n in owned.nics} == {n.name for n in owned.all_nics if not n.outline}
+    assert len(owned.gpus) == sum(1 for g in owned.all_gpus if g.view_index is not None)
     for name in owned.other_nics[:3]:
         with pytest.raises(rdmatopo.OutsideViewError, match=name):
             owned.path("GPU0", name)
@@ -236,7 +239,7 @@ def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
         assert owned.plan(0).to_json() == expected
     assert owned.doctor().to_json() == whole.doctor().to_json()
     # The PFs of its VFs are held in part: their GIDs are outside the view.
-    outlines = [n for n in owned.nics if n.outline]
+    outlines = [n for n in owned.all_nics if n.outline]
     for nic in outlines[:3]:
         with pytest.raises(rdmatopo.OutsideViewError, match=nic.name):
             nic.ports
@@ -259,9 +262,11 @@ def test_gpus_carry_the_name_every_answer_gives_them(cli: Path) -> None:
     root = FIXTURES / "pod-h100-1gpu-1vf" / "root"
     for view in ("owned", "all"):
         topo = rdmatopo.discover(root, view=view)
-        own = next(g for g in topo.gpus if g.pci == "0000:c3:00.0")
+        own = next(g for g in topo.all_gpus if g.pci == "0000:c3:00.0")
         assert (own.index, own.view_index, own.view_name) == (5, 0, "GPU0")
-        other = topo.gpus[0]
+        if view == "owned":
+            assert [g.pci for g in topo.gpus] == [own.pci]
+        other = topo.all_gpus[0]
         assert (other.index, other.view_index, other.view_name) == (0, None, "host GPU0")
     assert "GPU0 (host GPU5, 0000:c3:00.0)" in run_cli(cli, "doctor", "--root", str(root))
     # On a host the view's names are the host's.

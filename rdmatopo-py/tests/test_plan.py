@@ -131,9 +131,29 @@ def find_rank(
     pytest.fail("no fixture rank has planned CPUs that fit this machine for this test")
 
 
+class _AsIfLive:
+    """A captured topology that `apply()` takes for this machine's (`root == "/"`), so
+    that its binding is exercised: apply() binds no CPU of a captured tree."""
+
+    def __init__(self, topology: rdmatopo.Topology) -> None:
+        self._topology = topology
+        self.root = "/"
+
+    def plan(self, local_rank: int | None = None) -> rdmatopo.RankPlan:
+        return self._topology.plan(local_rank)
+
+
+def _as_if_live(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rdmatopo._apply
+
+    real = rdmatopo.discover
+    monkeypatch.setattr(rdmatopo._apply, "discover", lambda root: _AsIfLive(real(root)))
+
+
 def test_apply_binds_the_cpus_and_sets_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # A rank whose CPUs cover part of this machine's, so the change is visible.
     root, rank, world = find_rank(lambda cpus, allowed: bool(cpus & allowed) and not allowed <= cpus)
+    _as_if_live(monkeypatch)
     monkeypatch.setenv("LOCAL_RANK", str(rank))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(world))
     before = os.sched_getaffinity(0)
@@ -164,6 +184,7 @@ def test_apply_never_clobbers_unless_asked(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_apply_changes_nothing_when_the_kernel_refuses_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     root, rank, world = find_rank(lambda cpus, allowed: bool(cpus) and not cpus & allowed)
+    _as_if_live(monkeypatch)
     monkeypatch.setenv("LOCAL_RANK", str(rank))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(world))
     before_cpus, before_env = os.sched_getaffinity(0), dict(os.environ)

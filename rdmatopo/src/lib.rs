@@ -32,6 +32,7 @@ pub mod export;
 pub mod fuzzing;
 pub mod model;
 pub mod parse;
+pub mod schemas;
 pub mod snapshot;
 pub mod sources;
 pub mod sysfs;

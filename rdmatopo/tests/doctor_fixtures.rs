@@ -296,9 +296,13 @@ fn gids_marks_other_namespaces_rows() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{name}");
-        String::from_utf8(out.stdout).unwrap()
+        // show_gids's table on stdout; the legend and NCCL's choice on stderr.
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
     };
-    let inbox = gids("pod-macvlan-inbox");
+    let (inbox, inbox_said) = gids("pod-macvlan-inbox");
     let rows: Vec<&str> = inbox
         .lines()
         .filter(|l| l.starts_with("mlx5_9\t"))
@@ -311,12 +315,14 @@ fn gids_marks_other_namespaces_rows() {
         rows[5],
         "mlx5_9\t1\t5\t0000:0000:0000:0000:0000:ffff:0a6d:0083\t10.109.0.131  \tv2\tnet1"
     );
-    assert!(inbox.contains("n_gids_found=6\n[other netns]: 4 GIDs of netdevs outside"));
-    assert!(inbox.contains("  mlx5_9\tindex 5\t10.109.0.131 on net1"));
-    let ofed = gids("pod-macvlan-ofed");
+    assert!(inbox.ends_with("n_gids_found=6\n"), "{inbox}");
+    assert!(inbox_said.starts_with("[other netns]: 4 GIDs of netdevs outside"));
+    assert!(inbox_said.contains("  mlx5_9\tindex 5\t10.109.0.131 on net1"));
+    let (ofed, ofed_said) = gids("pod-macvlan-ofed");
     assert!(!ofed.contains("[other netns]"), "{ofed}");
-    assert!(ofed.contains("n_gids_found=2\n"));
-    assert!(ofed.contains("  mlx5_9\tindex 5\t10.109.0.131 on net1"));
+    assert!(!ofed_said.contains("[other netns]"), "{ofed_said}");
+    assert!(ofed.ends_with("n_gids_found=2\n"));
+    assert!(ofed_said.contains("  mlx5_9\tindex 5\t10.109.0.131 on net1"));
 }
 
 /// A forced `NCCL_IB_GID_INDEX` that lands on the host's GID (listed by the upstream

@@ -31,11 +31,17 @@ fn run(root: &Path, args: &[&str]) -> String {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .output()
         .expect("run rdmatopo");
-    // Doctor's findings may wrap a label over two lines.
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    // What a user reads: the answer (stdout) and what is said of it (stderr: the View
+    // line that names a container's GPUs). Doctor's findings may wrap a label over two
+    // lines.
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+    .split_whitespace()
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 /// Every name `text` gives the GPU at `pci`, in each form the commands print

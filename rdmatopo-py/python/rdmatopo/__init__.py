@@ -39,6 +39,8 @@ from rdmatopo._rdmatopo import (
     __version__,
     discover,
     format_cpulist,
+    json_schema,
+    json_schema_ids,
     parse_cpulist,
 )
 
@@ -68,5 +70,7 @@ __all__ = [
     "apply",
     "discover",
     "format_cpulist",
+    "json_schema",
+    "json_schema_ids",
     "parse_cpulist",
 ]

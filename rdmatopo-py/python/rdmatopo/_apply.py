@@ -30,8 +30,17 @@ def apply(
     ``applied`` says what changed. On any error nothing is changed: the environment and
     the affinity are as before and the exception propagates (``RdmaTopoError``
     subclasses, or ``OSError`` when the kernel refuses the CPU set).
+
+    With ``root`` (or ``RDMATOPO_ROOT``) naming a captured tree, the plan is that of the
+    capture, judged with the environment captured in it (its ``LOCAL_RANK``,
+    ``CUDA_VISIBLE_DEVICES`` and ``NCCL_*``), as ``rdmatopo exec --root`` makes it: its
+    NCCL variables are set here, but its CPUs are another machine's and are not bound
+    (``applied.cpus`` is ``None``), as the command says "not applied: --root is a
+    captured tree".
     """
-    plan = discover(root).plan(local_rank)
+    topology = discover(root)
+    plan = topology.plan(local_rank)
+    captured = topology.root != "/"
 
     env_set: dict[str, str] = {}
     env_kept: dict[str, str] = {}
@@ -50,7 +59,7 @@ def apply(
     previous_env = {name: os.environ.get(name) for name in env_set}
     bound: frozenset[int] | None = None
     try:
-        if bind_cpus and cpus:
+        if bind_cpus and cpus and not captured:
             # The kernel keeps the CPUs of the set that this process may use, and
             # refuses (EINVAL) a set that holds none of them.
             os.sched_setaffinity(0, cpus)

@@ -235,9 +235,9 @@ pub fn run(a: &AuditArgs) -> Result<Output, String> {
         return match (r.text, r.error) {
             (Some(text), Some(e)) => {
                 eprintln!("rdmatopo: {e}");
-                Ok(Output { text, code: r.code })
+                Ok(Output::with_code(text, r.code))
             }
-            (Some(text), None) => Ok(Output { text, code: r.code }),
+            (Some(text), None) => Ok(Output::with_code(text, r.code)),
             (None, Some(e)) => Err(e),
             (None, None) => Ok(Output::ok(String::new())),
         };
@@ -254,10 +254,7 @@ pub fn run(a: &AuditArgs) -> Result<Output, String> {
     };
     let Some(every) = a.interval else {
         let code = write()?;
-        return Ok(Output {
-            text: String::new(),
-            code,
-        });
+        return Ok(Output::with_code(String::new(), code));
     };
     loop {
         // A failed round is reported and retried; in Prometheus format its file says
@@ -288,10 +285,7 @@ pub struct ProbeArgs {
 pub fn probe(a: &ProbeArgs) -> Result<Output, String> {
     let fail = |msg: String| {
         eprintln!("rdmatopo: {}: {msg}", a.file.display());
-        Ok(Output {
-            text: String::new(),
-            code: 1,
-        })
+        Ok(Output::with_code(String::new(), 1))
     };
     let modified = match std::fs::metadata(&a.file).and_then(|m| m.modified()) {
         Ok(t) => t,

@@ -163,7 +163,7 @@ pub fn run(args: &ClusterArgs) -> Result<Output, String> {
         Format::Json => json(&report),
         Format::Table => table(&report),
     };
-    Ok(Output { text, code })
+    Ok(Output::with_code(text, code))
 }
 
 /// Columns padded to their widest cell; the last column is not padded.

@@ -16,6 +16,9 @@ pub struct DiffArgs {
     pub b: PathBuf,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Every fact in the table, the same ones too (the default shows what changed).
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Exit 0 when nothing differs, 1 when something does (like diff(1)); 3: could not run.
@@ -25,12 +28,9 @@ pub fn run(args: &DiffArgs) -> Result<Output, String> {
     let d = diff(&a, &b);
     let text = match args.format {
         Format::Json => json(&d),
-        Format::Table => table(&d),
+        Format::Table => table(&d, args.all),
     };
-    Ok(Output {
-        text,
-        code: i32::from(d.differs()),
-    })
+    Ok(Output::with_code(text, i32::from(d.differs())))
 }
 
 fn outcome(o: Outcome) -> &'static str {
@@ -44,48 +44,44 @@ fn outcome(o: Outcome) -> &'static str {
     }
 }
 
-/// At most `max` characters (the JSON has the whole value).
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut t: String = text.chars().take(max - 1).collect();
-    t.push('…');
-    t
-}
+/// Widest A column before a longer value puts B on a line of its own.
+const A_WIDTH: usize = 48;
 
-fn table(d: &Diff) -> String {
+/// The facts that changed (every fact with `all`), values whole: one longer than the A
+/// column puts B on the next line, under the B column.
+fn table(d: &Diff, all: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "A: {} ({})", d.a.root, d.a.context.describe());
     let _ = writeln!(s, "B: {} ({})", d.b.root, d.b.context.describe());
-    let tw = d
-        .facts
-        .iter()
-        .map(|f| f.topic.len())
-        .max()
-        .unwrap_or(5)
-        .max(5);
-    let aw = d
-        .facts
-        .iter()
-        .map(|f| f.a.chars().count())
-        .max()
-        .unwrap_or(1)
-        .clamp(1, 48);
-    let _ = writeln!(s, "\n  {:<tw$}  {:<aw$}  B", "what", "A");
-    for f in &d.facts {
-        let _ = writeln!(
-            s,
-            "{} {:<tw$}  {:<aw$}  {}",
-            if f.changed { "*" } else { " " },
-            f.topic,
-            cut(&f.a, 48),
-            if f.changed {
-                cut(&f.b, 60)
+    let shown: Vec<_> = d.facts.iter().filter(|f| all || f.changed).collect();
+    let changed = d.facts.iter().filter(|f| f.changed).count();
+    if shown.is_empty() {
+        let _ = writeln!(s, "\nno fact differs ({} compared)", d.facts.len());
+    } else {
+        let tw = shown
+            .iter()
+            .map(|f| f.topic.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let aw = shown
+            .iter()
+            .map(|f| f.a.chars().count())
+            .filter(|&n| n <= A_WIDTH)
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let _ = writeln!(s, "\n  {:<tw$}  {:<aw$}  B", "what", "A");
+        for f in shown {
+            let mark = if f.changed { "*" } else { " " };
+            let b = if f.changed { f.b.as_str() } else { "(same)" };
+            if f.a.chars().count() > aw {
+                let _ = writeln!(s, "{mark} {:<tw$}  {}", f.topic, f.a);
+                let _ = writeln!(s, "  {:<tw$}  {:<aw$}  {b}", "", "");
             } else {
-                "(same)".to_string()
+                let _ = writeln!(s, "{mark} {:<tw$}  {:<aw$}  {b}", f.topic, f.a);
             }
-        );
+        }
     }
     if d.checks.is_empty() {
         s.push_str("\nChecks: every check ends the same on both sides\n");
@@ -101,11 +97,16 @@ fn table(d: &Diff) -> String {
             }
         }
     }
-    let changed = d.facts.iter().filter(|f| f.changed).count();
     let _ = writeln!(
         s,
-        "\n{changed} fact(s) and {} check(s) differ (* marks a changed fact)",
-        d.checks.len()
+        "\n{changed} of {} fact(s) and {} check(s) differ{}",
+        d.facts.len(),
+        d.checks.len(),
+        if all {
+            " (* marks a changed fact)"
+        } else {
+            "; `--all` shows every fact"
+        }
     );
     s
 }

@@ -1,6 +1,7 @@
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
-use clap::Args;
+use anstyle::{AnsiColor, Style};
+use clap::{Args, ValueEnum};
 use rdmatopo::checks::doctor::{self, Finding, Outcome, Report};
 use rdmatopo::model::Severity;
 use std::fmt::Write;
@@ -15,18 +16,138 @@ pub struct DoctorArgs {
     /// reads only the devices it owns, when that is certain; the answers are the same).
     #[arg(long)]
     pub all: bool,
+    /// Show only findings (and checks) of this severity or worse; the exit code still
+    /// counts every finding.
+    #[arg(long, value_enum, value_name = "LEVEL", default_value = "info")]
+    pub min_severity: Level,
+    /// Print nothing: the exit code alone says clean (0), warnings (1) or errors (2).
+    #[arg(short, long, conflicts_with_all = ["format", "min_severity"])]
+    pub quiet: bool,
+}
+
+/// The least severity `--min-severity` shows.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Everything: notes, skipped checks, checks that passed.
+    Info,
+    Warning,
+    Error,
+}
+
+impl Level {
+    fn shows(self, f: &Finding) -> bool {
+        match self {
+            Level::Info => true,
+            Level::Warning => !f.skipped && f.severity >= Severity::Warning,
+            Level::Error => !f.skipped && f.severity == Severity::Error,
+        }
+    }
+
+    fn shows_check(self, o: Outcome) -> bool {
+        match self {
+            Level::Info => true,
+            Level::Warning => matches!(o, Outcome::Warning | Outcome::Error),
+            Level::Error => o == Outcome::Error,
+        }
+    }
 }
 
 /// Exit 0 clean, 1 warnings, 2 errors (3: could not run).
 pub fn run(args: &DoctorArgs) -> Result<Output, String> {
     let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
-    let report = doctor::run(&topo);
-    let text = match args.format {
-        Format::Json => json(&report),
-        Format::Table => table(&report),
-    };
+    let mut report = doctor::run(&topo);
     let code = report.exit_code();
-    Ok(Output { text, code })
+    let text = if args.quiet {
+        String::new()
+    } else {
+        let counts = Counts::of(&report);
+        report.findings.retain(|f| args.min_severity.shows(f));
+        match args.format {
+            Format::Json => json(&report),
+            Format::Table => {
+                // Colour only where it will be seen: a terminal, unless NO_COLOR (or
+                // CLICOLOR=0); CLICOLOR_FORCE asks for it anywhere.
+                let colour = matches!(
+                    anstream::AutoStream::choice(&std::io::stdout()),
+                    anstream::ColorChoice::Always | anstream::ColorChoice::AlwaysAnsi
+                );
+                table(&report, &counts, args.min_severity, colour)
+            }
+        }
+    };
+    // A captured tree is judged with the environment captured in it (its NCCL_*
+    // variables), never this shell's: said where a reader would assume otherwise.
+    let notes = match &args.root.root {
+        Some(r)
+            if !args.quiet
+                && args.format == Format::Table
+                && r.as_path() != std::path::Path::new("/") =>
+        {
+            format!(
+                "note: the NCCL and launcher variables judged are those captured under {} (its proc/self/environ), not this shell's\n",
+                r.display()
+            )
+        }
+        _ => String::new(),
+    };
+    Ok(Output::with_code(text, code).with_notes(notes))
+}
+
+/// The verdict's numbers, taken before `--min-severity` leaves findings out.
+struct Counts {
+    errors: usize,
+    warnings: usize,
+    notes: usize,
+    skipped: usize,
+    exit: i32,
+}
+
+impl Counts {
+    fn of(r: &Report) -> Self {
+        Self {
+            errors: r.count(Severity::Error),
+            warnings: r.count(Severity::Warning),
+            notes: r.count(Severity::Info),
+            skipped: r
+                .checks
+                .iter()
+                .filter(|c| c.outcome == Outcome::Skipped)
+                .count(),
+            exit: r.exit_code(),
+        }
+    }
+}
+
+/// Errors first, then warnings, then notes, then what could not be checked; a check's
+/// findings keep their order within each.
+fn rank(f: &Finding) -> u8 {
+    match (f.skipped, f.severity) {
+        (false, Severity::Error) => 0,
+        (false, Severity::Warning) => 1,
+        (false, Severity::Info) => 2,
+        (true, _) => 3,
+    }
+}
+
+fn style_of(word: &str) -> Style {
+    match word {
+        "ERROR" | "ERRORS" => AnsiColor::Red.on_default().bold(),
+        "WARNING" | "WARNINGS" => AnsiColor::Yellow.on_default().bold(),
+        "OK" | "ok" => AnsiColor::Green.on_default(),
+        "SKIPPED" | "skipped" | "n/a" => Style::new().dimmed(),
+        _ => Style::new(),
+    }
+}
+
+/// `word` in its colour when `colour`, followed by what was padded after it.
+fn paint(line: &str, word: &str, colour: bool) -> String {
+    match line.strip_prefix(word) {
+        Some(rest) if colour => {
+            let style = style_of(word);
+            format!("{style}{word}{style:#}{rest}")
+        }
+        _ => line.to_string(),
+    }
 }
 
 const WIDTH: usize = 100;
@@ -79,8 +200,24 @@ fn outcome_word(o: Outcome) -> &'static str {
     }
 }
 
-fn table(r: &Report) -> String {
+fn table(r: &Report, n: &Counts, level: Level, colour: bool) -> String {
     let mut s = String::new();
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    // The verdict first: what a reader (or a log line) needs before any detail.
+    let verdict = match n.exit {
+        0 => "OK",
+        1 => "WARNINGS",
+        _ => "ERRORS",
+    };
+    let line = format!(
+        "{verdict}: {}, {}, {}, {} skipped (exit {})",
+        plural(n.errors, "error"),
+        plural(n.warnings, "warning"),
+        plural(n.notes, "note"),
+        plural(n.skipped, "check"),
+        n.exit
+    );
+    let _ = writeln!(s, "{}", paint(&line, verdict, colour));
     let _ = writeln!(
         s,
         "rdmatopo doctor: {} view; judging {} GPU(s){} and {} RDMA device(s){}",
@@ -96,14 +233,19 @@ fn table(r: &Report) -> String {
         r.judged.rdma_devices.len(),
         bracket(&r.judged.rdma_devices)
     );
-    for f in &r.findings {
+    let mut findings: Vec<&Finding> = r.findings.iter().collect();
+    findings.sort_by_key(|f| rank(f));
+    for f in findings {
         s.push('\n');
+        let word = severity_word(f);
+        let mut block = String::new();
         wrap(
-            &mut s,
-            &format!("{:<8} {}:", severity_word(f), f.check),
+            &mut block,
+            &format!("{word:<8} {}:", f.check),
             9,
             &f.summary,
         );
+        s.push_str(&paint(&block, word, colour));
         for e in &f.evidence {
             wrap(
                 &mut s,
@@ -119,26 +261,24 @@ fn table(r: &Report) -> String {
             wrap(&mut s, "         fix:", 14, &f.fix);
         }
     }
-    s.push_str("\nChecks:\n");
-    let width = r.checks.iter().map(|c| c.check.len()).max().unwrap_or(0);
-    for c in &r.checks {
-        let head = format!("  {:<8} {:<width$}  ", outcome_word(c.outcome), c.check);
-        let indent = head.len();
-        wrap(&mut s, &head, indent, &c.note);
+    let checks: Vec<_> = r
+        .checks
+        .iter()
+        .filter(|c| level.shows_check(c.outcome))
+        .collect();
+    if !checks.is_empty() {
+        s.push_str("\nChecks:\n");
     }
-    let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
-    let _ = writeln!(
-        s,
-        "\n{} error(s), {} warning(s), {} note(s), {} check(s) skipped: exit {}",
-        e,
-        w,
-        r.count(Severity::Info),
-        r.checks
-            .iter()
-            .filter(|c| c.outcome == Outcome::Skipped)
-            .count(),
-        r.exit_code()
-    );
+    let width = checks.iter().map(|c| c.check.len()).max().unwrap_or(0);
+    for c in checks {
+        let word = outcome_word(c.outcome);
+        let head = format!("  {word:<8} {:<width$}  ", c.check);
+        let indent = head.len();
+        let mut block = String::new();
+        wrap(&mut block, &head, indent, &c.note);
+        s.push_str("  ");
+        s.push_str(&paint(&block[2..], word, colour));
+    }
     s
 }
 

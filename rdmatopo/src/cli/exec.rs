@@ -75,14 +75,14 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
     }
     let err = cmd.exec();
     eprintln!("rdmatopo exec: cannot run {}: {err}", args.command[0]);
-    Ok(Output {
-        text: String::new(),
-        code: if err.kind() == std::io::ErrorKind::NotFound {
+    Ok(Output::with_code(
+        String::new(),
+        if err.kind() == std::io::ErrorKind::NotFound {
             127
         } else {
             126
         },
-    })
+    ))
 }
 
 /// The rank's plan, and what the NCCL variables CMD will run with undo of it.
@@ -92,11 +92,20 @@ fn plan(args: &ExecArgs, live: bool) -> Result<(RankOutcome, Vec<String>), Strin
         .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
     // Live, the plan reads this process's own environment; a captured root brings its
     // own (as `nccl-env` reads it).
-    let env: BTreeMap<String, String> = if live {
-        std::env::vars().collect()
-    } else {
-        BTreeMap::new()
-    };
+    // This process's environment, the one CMD and its NCCL will run in, whatever the
+    // root (Python's plan() and apply() take it too): a captured tree is only the
+    // machine planned for.
+    if !live && args.print {
+        say(&format!(
+            "planning this process's LOCAL_RANK, CUDA_VISIBLE_DEVICES and NCCL_* against the machine captured under {}",
+            args.root
+                .root
+                .as_deref()
+                .unwrap_or(std::path::Path::new("/"))
+                .display()
+        ));
+    }
+    let env: BTreeMap<String, String> = std::env::vars().collect();
     let outcome = Devices::of(&topo)
         .rank_plan(
             RankRequest {

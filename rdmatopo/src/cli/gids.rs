@@ -1,10 +1,10 @@
 //! `rdmatopo gids`: the `show_gids` table (mlnx-tools), in `ls` order (index 10 before
-//! 2), and the GID NCCL would choose per RoCE port.
+//! 2), on stdout; the GID to use per RoCE port, on stderr.
 //!
 //! Rows of other network namespaces: the upstream kernel lists every namespace's GIDs
 //! in a pod's table (with the host's netdev names), MLNX_OFED hides them. They stay in
 //! the table, as `show_gids` prints them, but carry one trailing field, `[other netns]`,
-//! after the show_gids columns, and a note below `n_gids_found` says what it means; in
+//! after the show_gids columns, and a note on stderr says what it means; in
 //! JSON they have `"other_netns": true`. Rows of this namespace (all of them on a host)
 //! are exactly show_gids's. Whether a row is another namespace's is
 //! `view::gid::of_other_namespace`, the rule every command chooses GIDs by.
@@ -126,8 +126,8 @@ pub fn run(args: &GidsArgs) -> Result<Output, String> {
         }
     };
     let (rows, choices) = show_gids_rows(&topo, &devices, args.port);
-    Ok(Output::ok(match args.format {
-        Format::Json => json(&Doc {
+    Ok(match args.format {
+        Format::Json => Output::ok(json(&Doc {
             schema: "rdmatopo.gids/1",
             gids: rows,
             recommended: choices.iter().map(|(k, c)| (k.clone(), c.index)).collect(),
@@ -136,15 +136,15 @@ pub fn run(args: &GidsArgs) -> Result<Output, String> {
             } else {
                 &[]
             },
-        }),
+        })),
         Format::Table => {
-            let mut text = table(&topo, &rows, &choices);
+            let (text, mut notes) = table(&topo, &rows, &choices);
             if let Some(note) = shown.note().filter(|_| args.device.is_none()) {
-                let _ = writeln!(text, "\nnote: {note}");
+                let _ = writeln!(notes, "note: {note}");
             }
-            text
+            Output::ok(text).with_notes(notes)
         }
-    }))
+    })
 }
 
 /// The rows `show_gids` prints for `devices` (in the order given) and the GID NCCL would
@@ -190,8 +190,11 @@ fn show_gids_rows<'t>(
 /// The trailing field of a row whose netdev is in another network namespace.
 const OTHER_NETNS_MARK: &str = "\t[other netns]";
 
-fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> String {
+/// `show_gids`'s table, through its `n_gids_found=` line (stdout), and what rdmatopo
+/// adds (stderr): the `[other netns]` legend and the GID to use.
+fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> (String, String) {
     let mut s = String::new();
+    let mut notes = String::new();
     s.push_str("DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n");
     s.push_str("---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n");
     for r in rows {
@@ -223,18 +226,18 @@ fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> Stri
     let other = rows.iter().filter(|r| r.other_netns).count();
     if other > 0 {
         let _ = writeln!(
-            s,
+            notes,
             "[other netns]: {other} GID{} of netdevs outside this network namespace (the upstream kernel lists them here, MLNX_OFED hides them); not usable from here",
             if other == 1 { "" } else { "s" }
         );
     }
     if choices.is_empty() {
         if topo.rdma_devices.is_empty() {
-            let _ = writeln!(s, "\nno RDMA device under {}", topo.root);
+            let _ = writeln!(notes, "rdmatopo: no RDMA device under {}", topo.root);
         }
-        return s;
+        return (s, notes);
     }
-    s.push_str("\nThe GID to use (RoCE v2 and IPv4 first, netdev in this namespace):\n");
+    notes.push_str("The GID to use (RoCE v2 and IPv4 first, netdev in this namespace):\n");
     // NCCL's own scan under this process's NCCL_IB_ADDR_* variables, where it differs.
     let mut nccl_env = NcclGidEnv::from_env(&topo.process.env);
     nccl_env.gid_index = -1;
@@ -249,13 +252,13 @@ fn table(topo: &Topology, rows: &[Row], choices: &[(String, GidChoice)]) -> Stri
                 format!("\t(NCCL by itself would take index {n}: set NCCL_IB_GID_INDEX)")
             });
         let _ = writeln!(
-            s,
+            notes,
             "  {k}\tindex {}\t{addr} on {}{nccl}",
             c.index,
             c.netdev.as_deref().unwrap_or("?")
         );
     }
-    s
+    (s, notes)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use rdmatopo::export::k8s::{
     self, ConfigMap, Generated, NfdOptions, PodNetwork, PodOptions, PoolBy, SharedDevPluginOptions,
     SriovDpOptions, WorkloadKind,
 };
+use rdmatopo::view::ViewError;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -23,14 +24,19 @@ pub struct K8sArgs {
 #[derive(Subcommand, Debug)]
 pub enum K8sCommand {
     /// ConfigMap (config.json) for k8s-rdma-shared-dev-plugin: one pool per compute rail.
+    #[command(after_help = super::EXIT_CODES)]
     RdmaSharedDevPlugin(SharedArgs),
     /// ConfigMap (config.json) for sriov-network-device-plugin: RDMA VF pools per rail or PCIe switch.
+    #[command(after_help = super::EXIT_CODES)]
     SriovDevicePlugin(SriovArgs),
     /// Node Feature Discovery labels as a features.d file (RDMA rails, link, GPU-NIC path, GPUDirect).
+    #[command(after_help = super::EXIT_CODES)]
     Nfd(NfdArgs),
     /// A Pod or Job asking for N GPUs with their rails, IPC_LOCK and the node facts as comments.
+    #[command(after_help = super::EXIT_CODES)]
     Pod(PodArgs),
     /// Every pod on the node judged against the topology, from the kubelet's PodResources API (exit 0 clean, 1 warnings, 2 errors, 3 kubelet unreachable).
+    #[command(after_help = super::EXIT_CODES)]
     Audit(super::audit::AuditArgs),
     /// Exit 0 when FILE was written within --max-age (and, with --up, says rdmatopo_audit_up 1): a DaemonSet's exec probe.
     Probe(super::audit::ProbeArgs),
@@ -158,8 +164,8 @@ pub struct PodArgs {
     pub root: RootArgs,
     #[arg(long, value_enum, default_value = "yaml")]
     pub format: ManifestFormat,
-    /// GPUs the pod asks for.
-    #[arg(long, value_name = "N")]
+    /// GPUs the pod asks for (at least one; at most the node's).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub gpus: u32,
     /// Where the pod's RDMA devices come from.
     #[arg(long, value_enum, default_value = "rdma-shared")]
@@ -368,7 +374,11 @@ fn pod(a: &PodArgs) -> Result<Output, String> {
             include_excluded: false,
         },
     };
-    let g = k8s::pod(&topo, &opts).map_err(|e| e.to_string())?;
+    let g = match k8s::pod(&topo, &opts) {
+        Ok(g) => g,
+        Err(ViewError::Argument(msg)) => return Ok(Output::usage_error(&msg)),
+        Err(e) => return Err(e.to_string()),
+    };
     manifest(
         a.format,
         &format!("rdmatopo k8s pod --gpus {} for {}", a.gpus, topo.root),

@@ -28,6 +28,17 @@ use std::path::PathBuf;
 /// Exit code when a command could not run (bad root, unreadable input).
 pub const EXIT_FAILURE: i32 = 3;
 
+/// The exit codes of every command, shown under each one's `--help` (and in README.md).
+pub const EXIT_CODES: &str = "\
+Exit codes (the same for every command):
+  0  success; a judging command (doctor, k8s audit) found nothing to warn of
+  1  doctor, k8s audit: warnings; diff, cluster: something differs
+  2  doctor, k8s audit: errors; any command: a usage error (bad arguments, or
+     arguments this machine cannot satisfy, such as --local-rank beyond its GPUs)
+  3  could not run (no such root, no sysfs in it, unreadable input, kubelet
+     unreachable)
+  exec ends as CMD does (126: CMD cannot run, 127: not found)";
+
 /// `rdmatopo --version`: the release, the cargo features it was built with, the C
 /// library it is linked with (the static build reads NVML through a helper) and the JSON
 /// schema ids it writes (all found by build.rs).
@@ -46,7 +57,8 @@ const LONG_VERSION: &str = concat!(
     name = "rdmatopo",
     version,
     long_version = LONG_VERSION,
-    about = "GPU / RDMA NIC / PCIe / NUMA topology from sysfs: nvidia-smi-exact affinity, NCCL settings, container diagnostics"
+    about = "GPU / RDMA NIC / PCIe / NUMA topology from sysfs: nvidia-smi-exact affinity, NCCL settings, container diagnostics",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     /// Root holding sys/, proc/ and dev/ for the command that follows (the same as its
@@ -63,18 +75,25 @@ struct Cli {
 #[command(defer = true)]
 enum Command {
     /// The GPU/NIC affinity matrix, in `nvidia-smi topo -m` layout.
+    #[command(after_help = EXIT_CODES)]
     Topo(topo::TopoArgs),
     /// Everything discovered: PCI tree, GPUs, RDMA devices, ports, GIDs, netdevs, NUMA.
+    #[command(after_help = EXIT_CODES)]
     Inventory(inventory::InventoryArgs),
     /// Why RDMA is slow here: every check with evidence and fix (exit 0 clean, 1 warnings, 2 errors).
+    #[command(after_help = EXIT_CODES)]
     Doctor(doctor::DoctorArgs),
     /// Capture the sysfs/procfs files rdmatopo reads (plus NVML/verbs facts) as a .tar.gz usable as --root.
+    #[command(after_help = EXIT_CODES)]
     Snapshot(snapshot::SnapshotArgs),
     /// What changed between two views (host and pod): CPUs, NICs, MTUs, GID indices, rails, limits, checks.
+    #[command(after_help = EXIT_CODES)]
     Diff(diff::DiffArgs),
     /// NCCL variables and the per-rank plan (GPU, HCAs, GID, CPUs), each with its reasons.
+    #[command(after_help = EXIT_CODES)]
     NcclEnv(nccl_env::NcclEnvArgs),
     /// Set this local rank's NCCL variables and CPU affinity, then run CMD.
+    #[command(after_help = EXIT_CODES)]
     Exec(exec::ExecArgs),
     /// RoCE/IB GID tables in `show_gids` layout, and the GID NCCL would choose.
     ///
@@ -82,20 +101,28 @@ enum Command {
     /// host's GIDs in a pod's table; MLNX_OFED hides them) is not usable from here: its
     /// row keeps the show_gids columns and gets a trailing `[other netns]` field
     /// (`"other_netns": true` in JSON). Rows of this namespace are show_gids's own.
+    #[command(after_help = EXIT_CODES)]
     Gids(gids::GidsArgs),
     /// RDMA ports and their netdevs, in `ibdev2netdev` layout.
+    #[command(after_help = EXIT_CODES)]
     Netdevs(netdevs::NetdevsArgs),
     /// RoCE QoS per port: traffic class, priority, ECN (DCQCN), lossless priorities, VF settings; NCCL_IB_TC.
+    #[command(after_help = EXIT_CODES)]
     Qos(qos::QosArgs),
     /// Write an NCCL topology file (NCCL_TOPO_FILE), or read one with --input.
+    #[command(after_help = EXIT_CODES)]
     NcclTopo(nccl_topo::NcclTopoArgs),
     /// Kubernetes configuration from this node: device-plugin pools per rail, NFD labels, a Pod.
+    #[command(after_help = EXIT_CODES)]
     K8s(k8s::K8sArgs),
     /// Do the rails of many nodes line up? Compares node reports and prints the odd nodes.
+    #[command(after_help = EXIT_CODES)]
     Cluster(cluster::ClusterArgs),
     /// A shell completion script (bash, zsh or fish) on stdout.
+    #[command(after_help = EXIT_CODES)]
     Completions(generate::CompletionsArgs),
     /// Man pages: rdmatopo.1 on stdout, or with --dir one page per command into DIR.
+    #[command(after_help = EXIT_CODES)]
     Man(generate::ManArgs),
 }
 
@@ -178,11 +205,14 @@ pub fn run(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     });
     match result {
         Ok(Ok(out)) => {
+            // Stderr may be closed: what it would say is not worth failing over.
+            let _ = std::io::stderr().write_all(out.header.as_bytes());
             let mut stdout = std::io::stdout().lock();
-            match stdout
+            let written = stdout
                 .write_all(out.text.as_bytes())
-                .and_then(|_| stdout.flush())
-            {
+                .and_then(|_| stdout.flush());
+            let _ = std::io::stderr().write_all(out.notes.as_bytes());
+            match written {
                 Ok(()) => out.code,
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => out.code,
                 Err(e) => {

@@ -3,6 +3,7 @@
 use super::args::RootArgs;
 use super::output::Output;
 use clap::{Args, ValueEnum};
+use rdmatopo::view::ViewError;
 use rdmatopo::view::plan::{Plan, PlanOptions};
 use std::fmt::Write;
 
@@ -24,7 +25,7 @@ pub struct NcclEnvArgs {
     pub local_rank: Option<u32>,
     /// Number of ranks on this node (default: LOCAL_WORLD_SIZE and the like, else one
     /// per visible GPU).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub local_world_size: Option<u32>,
     #[arg(long, value_enum, default_value = "shell")]
     pub format: EnvFormat,
@@ -38,15 +39,18 @@ pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
     let topo = args
         .root
         .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
-    let plan = Plan::compute(
+    let plan = match Plan::compute(
         &topo,
         &PlanOptions {
             local_rank: args.local_rank,
             local_world_size: args.local_world_size,
             ..Default::default()
         },
-    )
-    .map_err(|e| e.to_string())?;
+    ) {
+        Ok(plan) => plan,
+        Err(ViewError::Argument(msg)) => return Ok(Output::usage_error(&msg)),
+        Err(e) => return Err(e.to_string()),
+    };
     let text = match args.format {
         EnvFormat::Json => plan.to_json(),
         EnvFormat::Shell => shell(&plan, &topo.root),

@@ -89,7 +89,8 @@ fn write(args: &NcclTopoArgs) -> Result<Output, String> {
             if let Some(note) = shown.note() {
                 let _ = writeln!(text, "note: {note}");
             }
-            Ok(Output::ok(text))
+            // What was done, not an answer: stderr, as the notes of the other commands.
+            Ok(Output::ok(String::new()).with_notes(text))
         }
     }
 }

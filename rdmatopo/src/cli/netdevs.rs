@@ -1,6 +1,6 @@
 //! `rdmatopo netdevs`: the `ibdev2netdev` view (`mlx5_0 port 1 ==> ens18np0 (Up)`),
-//! including bonds, and ports whose netdev is not in this network namespace (which
-//! `ibdev2netdev` drops silently).
+//! on stdout; bonds, and ports whose netdev is not in this network namespace (which
+//! `ibdev2netdev` drops silently), on stderr.
 
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
@@ -99,7 +99,7 @@ pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
             ports.into_iter().map(|p| row(&topo, d, p))
         })
         .collect();
-    Ok(Output::ok(match args.format {
+    Ok(match args.format {
         Format::Json => {
             #[derive(Serialize)]
             struct Doc<'a> {
@@ -109,32 +109,49 @@ pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
                 #[serde(skip_serializing_if = "<[String]>::is_empty")]
                 left_out: &'a [String],
             }
-            json(&Doc {
+            Output::ok(json(&Doc {
                 schema: "rdmatopo.netdevs/1",
                 ports: rows,
                 left_out: &shown.left_out,
-            })
+            }))
         }
-        Format::Table => table(&topo, &rows, &shown),
-    }))
+        Format::Table => {
+            let (text, notes) = table(&topo, &rows, &shown);
+            Output::ok(text).with_notes(notes)
+        }
+    })
 }
 
-fn table(topo: &Topology, rows: &[Row], shown: &Shown) -> String {
+/// `ibdev2netdev`'s lines (stdout) and what they leave out (stderr). Stdout holds only
+/// `<ibdev> port <n> ==> <netdev> (<Up|Down>)`, the line mlnx-tools' `sbin/ibdev2netdev`
+/// prints (Mellanox/mlnx-tools at 290a843^), so scripts that split it on spaces or match
+/// it whole read it as they read the tool's. A port with no netdev in this namespace,
+/// which the tool drops silently, and a bond's slaves are said on stderr.
+fn table(topo: &Topology, rows: &[Row], shown: &Shown) -> (String, String) {
     let mut s = String::new();
+    let mut notes = String::new();
     if rows.is_empty() && shown.left_out.is_empty() {
-        let _ = writeln!(s, "no RDMA device under {}", topo.root);
+        let _ = writeln!(notes, "rdmatopo: no RDMA device under {}", topo.root);
     }
+    // Ports left out, one line per reason (in a pod, seventy ports share one).
+    let mut left_out: Vec<(String, Vec<String>)> = Vec::new();
     for r in rows {
-        let _ = write!(s, "{} port {} ==> ", r.device, r.port);
-        match (&r.netdev, &r.state, &r.note) {
+        let port = format!("{} port {}", r.device, r.port);
+        let reason = match (&r.netdev, &r.state, &r.note) {
             (Some(n), Some(st), _) => {
-                let _ = write!(s, "{n} ({st})");
+                let _ = writeln!(s, "{port} ==> {n} ({st})");
+                None
             }
-            (Some(n), None, Some(note)) => {
-                let _ = write!(s, "{n} ({note})");
-            }
-            (_, _, note) => {
-                let _ = write!(s, "- ({})", note.as_deref().unwrap_or("no netdev"));
+            (Some(n), None, Some(note)) => Some((note.clone(), format!("{port} ({n})"))),
+            (_, _, note) => Some((
+                note.clone().unwrap_or_else(|| "no netdev".into()),
+                port.clone(),
+            )),
+        };
+        if let Some((why, port)) = reason {
+            match left_out.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, ports)) => ports.push(port),
+                None => left_out.push((why, vec![port])),
             }
         }
         if !r.slaves.is_empty() {
@@ -143,16 +160,30 @@ fn table(topo: &Topology, rows: &[Row], shown: &Shown) -> String {
                 .as_deref()
                 .map(|m| format!(", {m}"))
                 .unwrap_or_default();
-            let _ = write!(s, "  [bond of {}{mode}]", r.slaves.join(" "));
+            let _ = writeln!(
+                notes,
+                "note: {port}: {} is a bond of {}{mode}",
+                r.netdev.as_deref().unwrap_or("-"),
+                r.slaves.join(" ")
+            );
         }
         if let Some(m) = &r.master {
-            let _ = write!(s, "  [slave of {m}]");
+            let _ = writeln!(
+                notes,
+                "note: {port}: {} is a slave of {m}",
+                r.netdev.as_deref().unwrap_or("-")
+            );
         }
-        s.push('\n');
     }
-    // After the lines, which stay `ibdev2netdev`'s.
+    for (why, ports) in left_out {
+        let _ = writeln!(
+            notes,
+            "note: left out as ibdev2netdev leaves them ({why}): {}",
+            ports.join(", ")
+        );
+    }
     if let Some(note) = shown.note() {
-        let _ = writeln!(s, "note: {note}");
+        let _ = writeln!(notes, "note: {note}");
     }
-    s
+    (s, notes)
 }

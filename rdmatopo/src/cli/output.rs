@@ -2,17 +2,56 @@
 
 use rdmatopo::Topology;
 
-/// What a command produced: text for stdout and an exit code.
+/// What a command produced: the answer for stdout, what is said about it for stderr,
+/// and an exit code. Stdout holds the answer alone, in the layout of the tool a command
+/// mirrors (`nvidia-smi topo -m`, `ibdev2netdev`, `show_gids`), so that parsers written
+/// for that tool read it unchanged; which devices are shown and notes go to stderr.
 pub struct Output {
     pub text: String,
     pub code: i32,
+    /// Stderr, before the answer (the `View:` line of a container's matrix).
+    pub header: String,
+    /// Stderr, after the answer (notes, devices left out).
+    pub notes: String,
 }
 
 impl Output {
     pub fn ok(text: String) -> Self {
-        Self { text, code: 0 }
+        Self::with_code(text, 0)
+    }
+
+    pub fn with_code(text: String, code: i32) -> Self {
+        Self {
+            text,
+            code,
+            header: String::new(),
+            notes: String::new(),
+        }
+    }
+
+    /// A usage error found only once the machine was read (a local rank beyond the
+    /// GPUs, more GPUs than the node has): exit 2, as clap's own usage errors.
+    pub fn usage_error(message: &str) -> Self {
+        Self {
+            code: EXIT_USAGE,
+            notes: format!("rdmatopo: error: {message}\n"),
+            ..Self::ok(String::new())
+        }
+    }
+
+    pub fn with_header(mut self, header: String) -> Self {
+        self.header = header;
+        self
+    }
+
+    pub fn with_notes(mut self, notes: String) -> Self {
+        self.notes = notes;
+        self
     }
 }
+
+/// Exit code of a usage error (clap's own, and the ones found after reading the machine).
+pub const EXIT_USAGE: i32 = 2;
 
 pub fn json<T: serde::Serialize>(value: &T) -> String {
     let mut s = serde_json::to_string_pretty(value).unwrap_or_default();

@@ -68,6 +68,8 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
         .as_ref()
         .filter(|v| owned_view || v.context.is_container())
         .map(|v| (v, header(&topo, v, owned_view, &matrix)));
+    let mut header = String::new();
+    let mut notes = String::new();
     let text = match args.format {
         Format::Json => match &shown {
             None => json(&matrix),
@@ -88,28 +90,32 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
             }
         },
         Format::Table => match (nothing_found_line(&topo), &shown) {
-            (Some(line), _) => line,
-            (None, Some((v, h))) if owned_view && matrix.devices().is_empty() => format!(
-                "{h}\nrdmatopo: this {} owns none of the {} GPUs and {} RDMA devices visible; `rdmatopo inventory` shows why, `rdmatopo topo --all` shows them\n",
-                v.context,
-                topo.gpus.len(),
-                topo.rdma_device_count(),
-            ),
+            // Said, not answered: stdout stays empty, as a matrix of nothing.
+            (Some(line), _) => {
+                notes = line;
+                String::new()
+            }
+            (None, Some((v, h))) if owned_view && matrix.devices().is_empty() => {
+                notes = format!(
+                    "{h}\nrdmatopo: this {} owns none of the {} GPUs and {} RDMA devices visible; `rdmatopo inventory` shows why, `rdmatopo topo --all` shows them\n",
+                    v.context,
+                    topo.gpus.len(),
+                    topo.rdma_device_count(),
+                );
+                String::new()
+            }
+            // The View line goes to stderr: stdout is `nvidia-smi topo -m`'s, whose
+            // parsers take the first line (or the first holding GPU0) as the header.
             (None, Some((_, h))) => {
-                format!(
-                    "{h}\n\n{}",
-                    rdmatopo::export::table::nvidia_smi_table(
-                        &matrix,
-                        std::io::stdout().is_terminal()
-                    )
-                )
+                header = format!("{h}\n");
+                rdmatopo::export::table::nvidia_smi_table(&matrix, std::io::stdout().is_terminal())
             }
             (None, None) => {
                 rdmatopo::export::table::nvidia_smi_table(&matrix, std::io::stdout().is_terminal())
             }
         },
     };
-    Ok(Output::ok(text))
+    Ok(Output::ok(text).with_header(header).with_notes(notes))
 }
 
 /// One line saying which view is shown and why.

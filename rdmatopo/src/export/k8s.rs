@@ -1267,16 +1267,16 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
     let rails = NodeRails::of(topo)?;
     let n = opts.gpus as usize;
     if n == 0 {
-        return Err(ViewError::Invalid("a pod needs at least one GPU".into()));
+        return Err(ViewError::Argument("a pod needs at least one GPU".into()));
     }
     if n > rails.gpus.len() {
-        return Err(ViewError::Invalid(format!(
+        return Err(ViewError::Argument(format!(
             "{n} GPUs asked for, but this node has {}",
             rails.gpus.len()
         )));
     }
     if !is_dns_subdomain(&opts.name) {
-        return Err(ViewError::Invalid(format!(
+        return Err(ViewError::Argument(format!(
             "name {:?} is not a DNS subdomain (lowercase letters, digits, '-', '.')",
             opts.name
         )));

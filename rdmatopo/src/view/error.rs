@@ -10,6 +10,11 @@ pub enum ViewError {
     UnknownDevice(String),
     #[error("{0}")]
     Invalid(String),
+    /// An argument the caller gave that this machine cannot satisfy (a local rank
+    /// beyond the local world size, more GPUs than the node has): a usage error, exit 2
+    /// on the command line and `ArgumentError` in Python.
+    #[error("{0}")]
+    Argument(String),
     /// A fact this topology's view left out (see [`crate::model::DetailView`]): a device
     /// another container owns, only named, or one its answers place, read in part (a PF
     /// of its VFs, without whole GID tables; a NIC beside one of its GPUs, by name and

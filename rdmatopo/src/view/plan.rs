@@ -133,7 +133,8 @@ impl Plan {
     /// Plan every local rank of this node.
     ///
     /// # Errors
-    /// [`ViewError::Invalid`] when the environment is contradictory: a local rank
+    /// [`ViewError::Argument`] when `opts.local_rank` is not below the local world
+    /// size; [`ViewError::Invalid`] when the environment is contradictory: a local rank
     /// that is not a number or not below the local world size, or a
     /// `CUDA_VISIBLE_DEVICES` that names GPUs by UUID when no UUID is known.
     pub fn compute(topo: &Topology, opts: &PlanOptions) -> Result<Plan, ViewError> {
@@ -160,9 +161,14 @@ impl Plan {
             && world > 0
             && r >= world
         {
-            return Err(ViewError::Invalid(format!(
-                "local rank {r} is not below the local world size {world}"
-            )));
+            let msg = format!("local rank {r} is not below the local world size {world}");
+            // The caller's own number is a usage error; one read from the environment
+            // is the environment's.
+            return Err(if opts.local_rank.is_some() {
+                ViewError::Argument(msg)
+            } else {
+                ViewError::Invalid(msg)
+            });
         }
         if visible.is_empty() {
             notes.push(match wanted {
