@@ -638,15 +638,15 @@ pub fn dra_claim(topo: &Topology, opts: &DraOptions) -> Result<DraManifests, Vie
 /// request's own; `select` evaluates a CEL selector on a device), calling `visit` with
 /// the device index chosen for each request. `ordered` lists request pairs `(a, b)`
 /// whose devices must come in index order: interchangeable requests, so that each set
-/// of pairings is visited once. Returns how many were visited, or the first selector
-/// error.
+/// of pairings is visited once. `visit` returns `false` to stop. Returns how many were
+/// visited, or the first selector error.
 pub fn enumerate_allocations(
     classes: &[DeviceClass],
     claim: &DeviceClaim,
     devices: &[DraDevice],
     select: &mut dyn FnMut(&str, &DraDevice) -> Result<bool, String>,
     ordered: &[(usize, usize)],
-    visit: &mut dyn FnMut(&[usize]),
+    visit: &mut dyn FnMut(&[usize]) -> bool,
 ) -> Result<u64, String> {
     // Candidates per request: the class's selectors and the request's.
     let mut candidates: Vec<Vec<usize>> = Vec::new();
@@ -704,7 +704,8 @@ pub fn enumerate_allocations(
     }
     let mut chosen: Vec<usize> = Vec::new();
     let mut count = 0u64;
-    walk(
+    // Stopped early or not, the count is of those visited.
+    let _ = walk(
         &candidates,
         &cons,
         devices,
@@ -723,13 +724,12 @@ fn walk(
     ordered: &[(usize, usize)],
     chosen: &mut Vec<usize>,
     count: &mut u64,
-    visit: &mut dyn FnMut(&[usize]),
-) {
+    visit: &mut dyn FnMut(&[usize]) -> bool,
+) -> bool {
     let r = chosen.len();
     if r == candidates.len() {
         *count += 1;
-        visit(chosen);
-        return;
+        return visit(chosen);
     }
     'cand: for &d in &candidates[r] {
         if chosen.contains(&d) {
@@ -754,9 +754,13 @@ fn walk(
             }
         }
         chosen.push(d);
-        walk(candidates, cons, devices, ordered, chosen, count, visit);
+        let go_on = walk(candidates, cons, devices, ordered, chosen, count, visit);
         chosen.pop();
+        if !go_on {
+            return false;
+        }
     }
+    true
 }
 
 /// Request pairs whose devices may be taken in index order without losing an
