@@ -5,6 +5,8 @@
 //! The same enumeration over a plain per-pair pcieRoot claim and over one pcieRoot
 //! constraint on every request shows where those fail or fall short.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use cel_interpreter::{Context, Program, Value};
@@ -361,5 +363,58 @@ fn sriov_vfs_carry_their_pfs_root_and_numa_and_dranet_no_pci_bus_id() {
     for d in nic_devices(&topo, DraDriver::Dranet) {
         assert!(d.attr("resource.kubernetes.io/pciBusID").is_none());
         assert!(d.name.starts_with("pci-"));
+    }
+}
+
+/// Two PCIe switches under one root complex (as on hosts whose root complex has several
+/// root ports): the DGX H100 with the first two GPUs' host bridges made one. A pair
+/// sharing that root is PXB through its own switches, PHB through the other's, so a
+/// per-pair pcieRoot claim falls short and the generated claim must not use it.
+#[test]
+fn a_root_with_two_switches_is_not_enough_for_pcie_root() {
+    let dir = support::fixtures_dir();
+    let mut topo = rdmatopo::discover(Some(&dir.join("h100-dgx/root"))).unwrap();
+    let hb = |i: usize| {
+        topo.pci_function(topo.gpus[i].pci)
+            .unwrap()
+            .host_bridge
+            .clone()
+    };
+    let (keep, merge) = (hb(0), hb(1));
+    assert_ne!(keep, merge);
+    for f in &mut topo.pci {
+        if f.host_bridge == merge {
+            f.host_bridge = keep.clone();
+            f.path = f
+                .path
+                .replacen(&format!("/{merge}/"), &format!("/{keep}/"), 1);
+        }
+    }
+    topo.host_bridges.retain(|b| b.name != merge);
+    let mut devices = gpu_devices(&topo);
+    devices.extend(nic_devices(&topo, DraDriver::Dranet));
+    let node = Node::new(&topo, devices);
+    let mut cel = Cel::new();
+    for n in [1usize, 2, 8] {
+        let opts = DraOptions {
+            gpus: n,
+            nic_driver: DraDriver::Dranet,
+            name: "gpu-nic-aligned".into(),
+            namespace: None,
+        };
+        let m = dra::dra_claim(&topo, &opts).unwrap();
+        assert!(!m.explain.pcie_root_enough);
+        let why = m.explain.pcie_root_problem.clone().unwrap();
+        assert!(
+            why.starts_with("GPU0 could get ")
+                && why.contains("(PHB) while ")
+                && (why.ends_with(" is PIX") || why.ends_with(" is PXB")),
+            "{why}"
+        );
+        assert_ne!(m.explain.strategy, Strategy::PcieRoot);
+        let got = node.judge(&m.template.spec.spec.devices, DraDriver::Dranet, &mut cel);
+        assert!(matches!(got, Verdict::Best(_)), "N={n}: {got:?}");
+        let plain = node.judge(&plain_claim(n, true), DraDriver::Dranet, &mut cel);
+        assert!(matches!(plain, Verdict::FallsShort(_)), "N={n}: {plain:?}");
     }
 }
