@@ -798,3 +798,47 @@ pub fn interchangeable_gpu_requests(claim: &DeviceClaim) -> Vec<(usize, usize)> 
     }
     out
 }
+
+/// The ResourceSlices the three drivers would publish for this node, as `kubectl get
+/// resourceslices -o json` prints them (a `v1` List; one slice per driver, pool named
+/// after the node as the drivers name it). A driver's own attributes appear without
+/// its domain, as in its slices.
+pub fn resource_slices(topo: &Topology, node: &str) -> serde_json::Value {
+    let mut items = Vec::new();
+    for driver in DraDriver::ALL {
+        let devices = match driver {
+            DraDriver::NvidiaGpu => gpu_devices(topo),
+            d => nic_devices(topo, d),
+        };
+        if devices.is_empty() {
+            continue;
+        }
+        let own = format!("{}/", driver.name());
+        let devices: Vec<serde_json::Value> = devices
+            .iter()
+            .map(|d| {
+                let attrs: serde_json::Map<String, serde_json::Value> = d
+                    .attributes
+                    .iter()
+                    .map(|(k, v)| {
+                        let k = k.strip_prefix(&own).unwrap_or(k).to_string();
+                        (k, serde_json::to_value(v).unwrap_or_default())
+                    })
+                    .collect();
+                serde_json::json!({"name": d.name, "attributes": attrs})
+            })
+            .collect();
+        items.push(serde_json::json!({
+            "apiVersion": API_VERSION,
+            "kind": "ResourceSlice",
+            "metadata": {"name": format!("{node}-{}", driver.name().replace('.', "-"))},
+            "spec": {
+                "driver": driver.name(),
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        }));
+    }
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
