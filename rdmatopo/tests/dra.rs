@@ -418,3 +418,111 @@ fn a_root_with_two_switches_is_not_enough_for_pcie_root() {
         assert!(matches!(plain, Verdict::FallsShort(_)), "N={n}: {plain:?}");
     }
 }
+
+/// `k8s audit --allocation FILE --resource-slices FILE --node-name`: a pod whose GPU
+/// and VF came from a DRA claim is judged and named by its claim; a pod claiming a
+/// device no slice of this node publishes gets a finding while the first is still
+/// judged; a slices file that is not one is a clear error naming it.
+#[test]
+fn the_cli_judges_dra_pods_from_saved_slices() {
+    use rdmatopo::model::allocation::{
+        Allocation, ClaimAllocation, ClaimDevice, ContainerAllocation, PodAllocation,
+    };
+    let dir = support::fixtures_dir();
+    let root = dir.join("host-h100-sriov/root");
+    let topo = rdmatopo::discover(Some(&root)).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let slices = tmp.path().join("slices.json");
+    std::fs::write(&slices, dra::resource_slices(&topo, "node-a").to_string()).unwrap();
+    let gpus = gpu_devices(&topo);
+    let vfs = nic_devices(&topo, DraDriver::Sriov);
+    let g = &gpus[5];
+    let node = Node::new(&topo, gpus.iter().chain(&vfs).cloned().collect());
+    let vf = vfs
+        .iter()
+        .find(|v| node.class(g, v).rank() == node.best(g).rank())
+        .unwrap();
+    let pod = |name: &str, devices: Vec<(&str, &str)>| PodAllocation {
+        namespace: "ml".into(),
+        name: name.into(),
+        containers: vec![ContainerAllocation {
+            name: "main".into(),
+            dynamic_resources: vec![ClaimAllocation {
+                claim_name: format!("{name}-gpu-nic"),
+                claim_namespace: "ml".into(),
+                devices: devices
+                    .into_iter()
+                    .map(|(driver, device)| ClaimDevice {
+                        driver_name: driver.into(),
+                        pool_name: "node-a".into(),
+                        device_name: device.into(),
+                        cdi_devices: Vec::new(),
+                    })
+                    .collect(),
+            }],
+            ..Default::default()
+        }],
+        cpu_ids: Vec::new(),
+    };
+    let alloc = Allocation {
+        pods: vec![
+            pod(
+                "aligned",
+                vec![
+                    ("gpu.nvidia.com", &g.name),
+                    ("sriovnetwork.k8snetworkplumbingwg.io", &vf.name),
+                ],
+            ),
+            pod("stale", vec![("gpu.nvidia.com", "gpu-99")]),
+        ],
+        allocatable: None,
+    };
+    let saved = tmp.path().join("allocation.json");
+    std::fs::write(&saved, serde_json::to_vec(&alloc).unwrap()).unwrap();
+    let run = |slices: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+            .args(["k8s", "audit", "--format", "json", "--node-name", "node-a"])
+            .arg("--root")
+            .arg(&root)
+            .arg("--allocation")
+            .arg(&saved)
+            .arg("--resource-slices")
+            .arg(slices)
+            .output()
+            .unwrap()
+    };
+    let out = run(&slices);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let pods = report["pods"].as_array().unwrap();
+    let by_name = |n: &str| {
+        pods.iter()
+            .find(|p| p["name"] == n)
+            .unwrap_or_else(|| panic!("no pod {n}: {report:#}"))
+    };
+    let aligned = &by_name("aligned")["containers"][0];
+    assert_eq!(aligned["gpus"][0]["pci"], g.pci.to_string());
+    assert_eq!(aligned["gpus"][0]["resource"], "claim ml/aligned-gpu-nic");
+    assert_eq!(aligned["nics"][0]["pci"], vf.pci.to_string());
+    assert_eq!(aligned["nics"][0]["resource"], "claim ml/aligned-gpu-nic");
+    let stale = &by_name("stale")["containers"][0];
+    let findings = stale["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().any(|f| f["check"] == "unknown-device"
+            && f["summary"]
+                .as_str()
+                .unwrap()
+                .contains("gpu.nvidia.com/node-a/gpu-99 is in no ResourceSlice")),
+        "{findings:#?}"
+    );
+    // Not a slice list: an error naming the file.
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, "{\"items\": [{\"spec\": {}}]}").unwrap();
+    let out = run(&bad);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json") && err.contains("ResourceSlice list"),
+        "{err}"
+    );
+}
