@@ -15,9 +15,10 @@
 //!   the resource name, not the id, says which HCAs it is, and every container holding
 //!   a slot gets the device nodes of all of them (`Allocate` mounts the whole pool).
 //! - DRA: NVIDIA/k8s-dra-driver-gpu (driver `gpu.nvidia.com`) names its devices
-//!   `gpu-<index>` and `gpu-<index>-mig-<profile>-<start>-<size>`
-//!   (`GpuInfo.CanonicalName`, `MigDeviceInfo.CanonicalName`), NVML indices again. Other DRA drivers' devices are listed,
-//!   not placed.
+//!   `gpu-<minor>` and `gpu-<minor>-mig-<profile>-<start>-<size>`
+//!   (`GpuInfo.CanonicalName`, `MigDeviceInfo.CanonicalName`): the `/dev/nvidia<minor>`
+//!   number, NVML's index where the model has no minor. Without slices, other DRA drivers'
+//!   devices are listed, not placed.
 //! - DRA with the node's ResourceSlices: any driver's device is placed by the PCI
 //!   address its slice publishes (`resource.kubernetes.io/pciBusID`, else DRANET's
 //!   `dra.net/pciAddress` or the SR-IOV driver's `…/pciAddress`; crate::view::dra
@@ -182,6 +183,8 @@ pub struct IdMap {
     /// Full resource name (`rdma/hca_ibp24s0`) to the HCAs' PCI functions.
     shared: HashMap<String, Result<Vec<PciAddr>, String>>,
     gpu_functions: Vec<PciAddr>,
+    /// `/dev/nvidia<minor>` numbers to GPUs, where the driver says.
+    by_minor: HashMap<u32, PciAddr>,
     /// (driver, pool, device) of this node's ResourceSlices to what it is; `None`
     /// without slices.
     claimed: Option<HashMap<(String, String, String), Mapped>>,
@@ -265,6 +268,11 @@ impl IdMap {
             by_mig,
             shared,
             gpu_functions: topo.gpus.iter().map(|g| g.pci).collect(),
+            by_minor: topo
+                .gpus
+                .iter()
+                .filter_map(|g| Some((g.minor?, g.pci)))
+                .collect(),
             claimed: None,
             elsewhere: HashMap::new(),
         }
@@ -419,11 +427,14 @@ impl IdMap {
         if driver != "gpu.nvidia.com" {
             return Mapped::Other;
         }
-        let index = device
+        let number = device
             .strip_prefix("gpu-")
             .and_then(|rest| rest.split('-').next())
             .and_then(|n| n.parse::<u32>().ok());
-        match index.and_then(|i| self.by_index.get(&i)) {
+        // The driver names a GPU by its /dev/nvidia minor (`GpuInfo.CanonicalName`,
+        // dra-driver-nvidia-gpu 95932046); NVML's index where the minor is unknown.
+        let by_minor = number.and_then(|n| self.by_minor.get(&n));
+        match by_minor.or_else(|| number.and_then(|i| self.by_index.get(&i))) {
             Some(pci) => Mapped::Gpu(*pci),
             None => Mapped::Unknown(format!(
                 "DRA device {driver}/{device} is not a GPU index of this node"
