@@ -10,6 +10,11 @@
 //! `GetAllocatableResources` over the socket, a fresh runtime and connection each
 //! time, as the CLI does), the judging of every container, and the JSON and
 //! Prometheus texts. Minimum, median and maximum per run are printed.
+//!
+//! The same node with DRA instead: the training pods hold a claim of one
+//! `gpu.nvidia.com` GPU and one `dra.net` NIC (the same rails), placed through the
+//! ResourceSlices the drivers would publish for the root (`export::dra::resource_slices`);
+//! its rows count parsing the slices' JSON, as `--resource-slices` does, in the audit.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -145,6 +150,53 @@ fn node(topo: &rdmatopo::Topology) -> Kubelet {
     }
 }
 
+/// The node of [`node`] with every device-plugin device of the training pods asked for
+/// by a DRA claim instead: the GPU by its `gpu.nvidia.com` name, the rail's NIC by its
+/// `dra.net` name.
+fn node_dra(topo: &rdmatopo::Topology, plugin: &Kubelet) -> Kubelet {
+    use rdmatopo::view::dra::{DraDriver, gpu_devices, nic_devices};
+    let gpus = gpu_devices(topo);
+    let nics = nic_devices(topo, DraDriver::Dranet);
+    let mut k = plugin.clone();
+    for pod in &mut k.list.pod_resources {
+        for c in &mut pod.containers {
+            let mut claim = Vec::new();
+            for d in std::mem::take(&mut c.devices) {
+                let id = &d.device_ids[0];
+                let (driver, name) = if d.resource_name == "nvidia.com/gpu" {
+                    let g = topo
+                        .gpus
+                        .iter()
+                        .find(|g| g.uuid.as_deref() == Some(id))
+                        .unwrap();
+                    let dev = gpus.iter().find(|x| x.pci == g.pci).unwrap();
+                    ("gpu.nvidia.com", dev.name.clone())
+                } else {
+                    let netdev = d.resource_name.trim_start_matches("rdma/hca_");
+                    let pci = topo.netdevs.iter().find(|n| n.name == netdev).unwrap().pci;
+                    let dev = nics.iter().find(|x| Some(x.pci) == pci).unwrap();
+                    ("dra.net", dev.name.clone())
+                };
+                claim.push(ClaimResource {
+                    cdi_devices: Vec::new(),
+                    driver_name: driver.into(),
+                    pool_name: "node-a".into(),
+                    device_name: name,
+                    share_id: None,
+                });
+            }
+            if !claim.is_empty() {
+                c.dynamic_resources.push(DynamicResource {
+                    claim_name: format!("{}-gpu-nic", pod.name),
+                    claim_namespace: pod.namespace.clone(),
+                    claim_resources: claim,
+                });
+            }
+        }
+    }
+    k
+}
+
 fn serve(socket: &Path, kubelet: Kubelet) {
     let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -212,6 +264,44 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         time(rounds, || {
             let a = kubelet::read(&socket, timeout).unwrap();
             let r = audit(&topo, &a, &AuditOptions::default());
+            (
+                serde_json::to_string_pretty(&r).unwrap(),
+                rdmatopo::export::prometheus::audit_metrics(&r),
+            )
+        })
+    );
+    // DRA: the same pods by claims, placed through the node's ResourceSlices.
+    let dra_socket = dir.path().join("kubelet-dra.sock");
+    serve(&dra_socket, node_dra(&topo, &node(&topo)));
+    let slices_json = rdmatopo::export::dra::resource_slices(&topo, "node-a").to_string();
+    let dra_allocation = kubelet::read(&dra_socket, timeout)?;
+    let dra_opts = |text: &str| AuditOptions {
+        resource_slices: Some(rdmatopo::parse::parse_resource_slices(text).unwrap()),
+        node_name: Some("node-a".into()),
+        ..Default::default()
+    };
+    let r = audit(&topo, &dra_allocation, &dra_opts(&slices_json));
+    println!(
+        "DRA: {} pods, {} containers judged, {} errors, {} warnings ({} KiB of slices)",
+        r.summary.pods,
+        r.summary.containers_judged,
+        r.summary.errors,
+        r.summary.warnings,
+        slices_json.len() / 1024
+    );
+    println!(
+        "DRA audit (parse the slices, judge every container): {}",
+        time(rounds, || audit(
+            &topo,
+            &dra_allocation,
+            &dra_opts(&slices_json)
+        ))
+    );
+    println!(
+        "DRA all three: {}",
+        time(rounds, || {
+            let a = kubelet::read(&dra_socket, timeout).unwrap();
+            let r = audit(&topo, &a, &dra_opts(&slices_json));
             (
                 serde_json::to_string_pretty(&r).unwrap(),
                 rdmatopo::export::prometheus::audit_metrics(&r),

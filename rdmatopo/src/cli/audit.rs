@@ -44,6 +44,11 @@ pub struct AuditArgs {
     /// selectors pick (by default, the names `rdmatopo k8s rdma-shared-dev-plugin` writes).
     #[arg(long, value_name = "FILE")]
     pub rdma_shared_config: Option<PathBuf>,
+    /// The node's ResourceSlices (`kubectl get resourceslices -o json`), to place the
+    /// devices of DRA claims by the PCI address their driver publishes; with
+    /// --node-name, other nodes' slices are told apart.
+    #[arg(long, value_name = "FILE")]
+    pub resource_slices: Option<PathBuf>,
     /// The node's name, for the report (the DaemonSet passes spec.nodeName).
     #[arg(long, env = "NODE_NAME", value_name = "NAME")]
     pub node_name: Option<String>,
@@ -83,6 +88,18 @@ fn allocation(a: &AuditArgs) -> Result<Allocation, String> {
 }
 
 fn options(a: &AuditArgs) -> Result<AuditOptions, String> {
+    let mut opts = shared_options(a)?;
+    if let Some(path) = &a.resource_slices {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let slices = rdmatopo::parse::parse_resource_slices(&text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        opts.resource_slices = Some(slices);
+        opts.node_name = a.node_name.clone();
+    }
+    Ok(opts)
+}
+
+fn shared_options(a: &AuditArgs) -> Result<AuditOptions, String> {
     let Some(path) = &a.rdma_shared_config else {
         return Ok(AuditOptions::default());
     };
@@ -97,6 +114,7 @@ fn options(a: &AuditArgs) -> Result<AuditOptions, String> {
     })?;
     Ok(AuditOptions {
         shared_pools: Some(config.pools()),
+        ..Default::default()
     })
 }
 

@@ -35,10 +35,14 @@ pub enum K8sCommand {
     /// A Pod or Job asking for N GPUs with their rails, IPC_LOCK and the node facts as comments.
     #[command(after_help = super::EXIT_CODES)]
     Pod(PodArgs),
+    /// DeviceClasses and a ResourceClaimTemplate (resource.k8s.io/v1) for N GPUs, each with an RDMA NIC at its best class on this node.
+    #[command(after_help = super::EXIT_CODES)]
+    Dra(DraArgs),
     /// Every pod on the node judged against the topology, from the kubelet's PodResources API (exit 0 clean, 1 warnings, 2 errors, 3 kubelet unreachable).
     #[command(after_help = super::EXIT_CODES)]
     Audit(super::audit::AuditArgs),
     /// Exit 0 when FILE was written within --max-age (and, with --up, says rdmatopo_audit_up 1): a DaemonSet's exec probe.
+    #[command(after_help = super::EXIT_CODES)]
     Probe(super::audit::ProbeArgs),
 }
 
@@ -190,6 +194,46 @@ pub struct PodArgs {
     pub pool_by: PoolByArg,
 }
 
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuDriverArg {
+    #[value(name = "gpu.nvidia.com")]
+    NvidiaGpu,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NicDriverArg {
+    #[value(name = "dra.net")]
+    Dranet,
+    #[value(name = "sriovnetwork.k8snetworkplumbingwg.io")]
+    Sriov,
+}
+
+#[derive(Args, Debug)]
+pub struct DraArgs {
+    #[command(flatten)]
+    pub root: RootArgs,
+    #[arg(long, value_enum, default_value = "yaml")]
+    pub format: ManifestFormat,
+    /// GPUs the claim asks for, each with one NIC.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub gpus: u32,
+    /// The DRA driver of the GPUs.
+    #[arg(long, value_enum, default_value = "gpu.nvidia.com")]
+    pub gpu_driver: GpuDriverArg,
+    /// The DRA driver of the RDMA NICs.
+    #[arg(long, value_enum, default_value = "dra.net")]
+    pub nic_driver: NicDriverArg,
+    /// The ResourceClaimTemplate's name.
+    #[arg(long, default_value = "gpu-nic-aligned")]
+    pub name: String,
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Print why the claim is built as it is (whether pcieRoot alone is enough, each
+    /// GPU's best class) instead of the manifests.
+    #[arg(long)]
+    pub explain: bool,
+}
+
 impl K8sCommand {
     /// The root every `k8s` command reads.
     pub fn root_args_mut(&mut self) -> Result<&mut RootArgs, &'static str> {
@@ -198,6 +242,7 @@ impl K8sCommand {
             K8sCommand::SriovDevicePlugin(a) => Ok(&mut a.root),
             K8sCommand::Nfd(a) => Ok(&mut a.root),
             K8sCommand::Pod(a) => Ok(&mut a.root),
+            K8sCommand::Dra(a) => Ok(&mut a.root),
             K8sCommand::Audit(a) => Ok(&mut a.root),
             K8sCommand::Probe(_) => Err("k8s probe"),
         }
@@ -210,6 +255,7 @@ pub fn run(args: &K8sArgs) -> Result<Output, String> {
         K8sCommand::SriovDevicePlugin(a) => sriov(a),
         K8sCommand::Nfd(a) => nfd(a),
         K8sCommand::Pod(a) => pod(a),
+        K8sCommand::Dra(a) => dra(a),
         K8sCommand::Audit(a) => super::audit::run(a),
         K8sCommand::Probe(a) => super::audit::probe(a),
     }
@@ -386,6 +432,54 @@ fn pod(a: &PodArgs) -> Result<Output, String> {
         &g.value,
     )
     .map(Output::ok)
+}
+
+fn dra(a: &DraArgs) -> Result<Output, String> {
+    use rdmatopo::export::dra::{self, DraOptions};
+    use rdmatopo::view::dra::DraDriver;
+    let topo = a.root.discover()?;
+    let GpuDriverArg::NvidiaGpu = a.gpu_driver;
+    let opts = DraOptions {
+        gpus: a.gpus as usize,
+        nic_driver: match a.nic_driver {
+            NicDriverArg::Dranet => DraDriver::Dranet,
+            NicDriverArg::Sriov => DraDriver::Sriov,
+        },
+        name: a.name.clone(),
+        namespace: a.namespace.clone(),
+    };
+    let m = dra::dra_claim(&topo, &opts).map_err(|e| e.to_string())?;
+    if a.explain {
+        return Ok(Output::ok(match a.format {
+            ManifestFormat::Json => json(&m.explain),
+            ManifestFormat::Yaml => {
+                serde_yaml_ng::to_string(&m.explain).map_err(|e| e.to_string())?
+            }
+        }));
+    }
+    let header = format!(
+        "rdmatopo k8s dra --gpus {} --nic-driver {} for {}",
+        a.gpus, opts.nic_driver, topo.root
+    );
+    Ok(Output::ok(match a.format {
+        ManifestFormat::Json => {
+            let mut items: Vec<serde_json::Value> = Vec::new();
+            for c in &m.device_classes {
+                items.push(serde_json::to_value(c).map_err(|e| e.to_string())?);
+            }
+            items.push(serde_json::to_value(&m.template).map_err(|e| e.to_string())?);
+            json(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}))
+        }
+        ManifestFormat::Yaml => {
+            let mut s = String::new();
+            for c in &m.device_classes {
+                s.push_str(&serde_yaml_ng::to_string(c).map_err(|e| e.to_string())?);
+                s.push_str("---\n");
+            }
+            s.push_str(&yaml(&header, &m.notes, &m.template)?);
+            s
+        }
+    }))
 }
 
 #[cfg(test)]

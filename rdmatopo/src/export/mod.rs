@@ -3,6 +3,7 @@
 //! [`k8s`] Kubernetes manifests and the NFD feature file, [`qos`] the RoCE QoS report,
 //! [`prometheus`] the text exposition of `k8s audit` reports.
 
+pub mod dra;
 pub mod k8s;
 pub mod nccl_xml;
 pub mod prometheus;

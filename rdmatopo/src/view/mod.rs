@@ -8,6 +8,7 @@
 pub mod affinity;
 pub mod container;
 pub mod devices;
+pub mod dra;
 mod error;
 pub mod gid;
 pub mod naming;

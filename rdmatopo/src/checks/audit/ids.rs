@@ -15,9 +15,15 @@
 //!   the resource name, not the id, says which HCAs it is, and every container holding
 //!   a slot gets the device nodes of all of them (`Allocate` mounts the whole pool).
 //! - DRA: NVIDIA/k8s-dra-driver-gpu (driver `gpu.nvidia.com`) names its devices
-//!   `gpu-<index>` and `gpu-<index>-mig-<profile>-<start>-<size>`
-//!   (`GpuInfo.CanonicalName`, `MigDeviceInfo.CanonicalName`), NVML indices again. Other DRA drivers' devices are listed,
-//!   not placed.
+//!   `gpu-<minor>` and `gpu-<minor>-mig-<profile>-<start>-<size>`
+//!   (`GpuInfo.CanonicalName`, `MigDeviceInfo.CanonicalName`): the `/dev/nvidia<minor>`
+//!   number, NVML's index where the model has no minor. Without slices, other DRA drivers'
+//!   devices are listed, not placed.
+//! - DRA with the node's ResourceSlices: any driver's device is placed by the PCI
+//!   address its slice publishes (`resource.kubernetes.io/pciBusID`, else DRANET's
+//!   `dra.net/pciAddress` or the SR-IOV driver's `…/pciAddress`; crate::view::dra
+//!   cites the drivers' code), never by its name; a driver that publishes none is
+//!   listed as such.
 
 use crate::model::Topology;
 use crate::parse::PciAddr;
@@ -177,6 +183,32 @@ pub struct IdMap {
     /// Full resource name (`rdma/hca_ibp24s0`) to the HCAs' PCI functions.
     shared: HashMap<String, Result<Vec<PciAddr>, String>>,
     gpu_functions: Vec<PciAddr>,
+    /// `/dev/nvidia<minor>` numbers to GPUs, where the driver says.
+    by_minor: HashMap<u32, PciAddr>,
+    /// (driver, pool, device) of this node's ResourceSlices to what it is; `None`
+    /// without slices.
+    claimed: Option<HashMap<(String, String, String), Mapped>>,
+    /// The same key for devices only other nodes' slices publish: the node's name.
+    elsewhere: HashMap<(String, String, String), String>,
+}
+
+/// The attributes that hold a DRA device's PCI address, in the order they are read.
+const PCI_ATTRIBUTES: [&str; 3] = [
+    "resource.kubernetes.io/pciBusID",
+    "dra.net/pciAddress",
+    "sriovnetwork.k8snetworkplumbingwg.io/pciAddress",
+];
+
+/// `pci<domain>:<bus>`, the form of `resource.kubernetes.io/pcieRoot`.
+fn is_pcie_root(s: &str) -> bool {
+    s.strip_prefix("pci").is_some_and(|r| {
+        let b = r.as_bytes();
+        b.len() == 7
+            && b[4] == b':'
+            && b.iter()
+                .enumerate()
+                .all(|(i, c)| i == 4 || c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    })
 }
 
 impl IdMap {
@@ -236,6 +268,13 @@ impl IdMap {
             by_mig,
             shared,
             gpu_functions: topo.gpus.iter().map(|g| g.pci).collect(),
+            by_minor: topo
+                .gpus
+                .iter()
+                .filter_map(|g| Some((g.minor?, g.pci)))
+                .collect(),
+            claimed: None,
+            elsewhere: HashMap::new(),
         }
     }
 
@@ -303,16 +342,99 @@ impl IdMap {
 }
 
 impl IdMap {
-    /// What a DRA claim's device is on this node.
+    /// Place DRA devices through `slices`: those of `node` (all, when it is unknown);
+    /// a device only another node's slice publishes is remembered as such.
+    pub fn add_slices(
+        &mut self,
+        topo: &Topology,
+        slices: &[crate::parse::SliceDevice],
+        node: Option<&str>,
+    ) {
+        let mut claimed = HashMap::new();
+        for d in slices {
+            let key = (d.driver.clone(), d.pool.clone(), d.name.clone());
+            if let (Some(me), Some(theirs)) = (node, d.node.as_deref())
+                && me != theirs
+            {
+                self.elsewhere.insert(key, theirs.to_string());
+                continue;
+            }
+            claimed.insert(key, self.slice_device(topo, d));
+        }
+        self.claimed = Some(claimed);
+    }
+
+    /// What one slice device is on this node, from its attributes.
+    fn slice_device(&self, topo: &Topology, d: &crate::parse::SliceDevice) -> Mapped {
+        let what = format!("DRA device {}/{}/{}", d.driver, d.pool, d.name);
+        if let Some(root) = d.attributes.get("resource.kubernetes.io/pcieRoot")
+            && !root.is_empty()
+            && !is_pcie_root(root)
+        {
+            return Mapped::Unknown(format!(
+                "{what}: its slice's resource.kubernetes.io/pcieRoot {root:?} is not pci<domain>:<bus>"
+            ));
+        }
+        let Some((attr, text)) = PCI_ATTRIBUTES
+            .iter()
+            .find_map(|a| d.attributes.get(*a).map(|v| (*a, v)))
+        else {
+            return Mapped::Other;
+        };
+        let Ok(addr) = text.parse::<PciAddr>() else {
+            return Mapped::Unknown(format!(
+                "{what}: its slice's {attr} {text:?} is not a PCI address"
+            ));
+        };
+        match topo.pci_function(addr) {
+            Some(_) if self.gpu_functions.contains(&addr) => Mapped::Gpu(addr),
+            Some(f) if matches!(f.class_code(), 0x0200 | 0x0207) => Mapped::Nic(addr),
+            Some(_) => Mapped::Other,
+            None => Mapped::Unknown(format!(
+                "{what}: its slice's {attr} {addr} is not a PCI function of this node"
+            )),
+        }
+    }
+
+    /// What a DRA claim's device (`driver`, `pool`, `device`) is on this node.
+    pub fn map_claim_in_pool(&self, driver: &str, pool: &str, device: &str) -> Mapped {
+        let Some(claimed) = &self.claimed else {
+            return self.map_claim(driver, device);
+        };
+        let key = (driver.to_string(), pool.to_string(), device.to_string());
+        if let Some(m) = claimed.get(&key) {
+            return m.clone();
+        }
+        // A driver none of whose slices is here: listed as a driver the audit does not
+        // know, not guessed at.
+        if !claimed.keys().any(|(d, _, _)| d == driver)
+            && !self.elsewhere.keys().any(|(d, _, _)| d == driver)
+        {
+            return Mapped::Other;
+        }
+        match self.elsewhere.get(&key) {
+            Some(node) => Mapped::Unknown(format!(
+                "DRA device {driver}/{pool}/{device} is published by node {node}'s ResourceSlice, not this node's"
+            )),
+            None => Mapped::Unknown(format!(
+                "DRA device {driver}/{pool}/{device} is in no ResourceSlice of this node"
+            )),
+        }
+    }
+
+    /// What a DRA claim's device is on this node, by its name alone.
     pub fn map_claim(&self, driver: &str, device: &str) -> Mapped {
         if driver != "gpu.nvidia.com" {
             return Mapped::Other;
         }
-        let index = device
+        let number = device
             .strip_prefix("gpu-")
             .and_then(|rest| rest.split('-').next())
             .and_then(|n| n.parse::<u32>().ok());
-        match index.and_then(|i| self.by_index.get(&i)) {
+        // The driver names a GPU by its /dev/nvidia minor (`GpuInfo.CanonicalName`,
+        // dra-driver-nvidia-gpu 95932046); NVML's index where the minor is unknown.
+        let by_minor = number.and_then(|n| self.by_minor.get(&n));
+        match by_minor.or_else(|| number.and_then(|i| self.by_index.get(&i))) {
             Some(pci) => Mapped::Gpu(*pci),
             None => Mapped::Unknown(format!(
                 "DRA device {driver}/{device} is not a GPU index of this node"

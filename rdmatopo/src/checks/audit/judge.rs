@@ -44,7 +44,10 @@ fn numa_list(nodes: &[u32]) -> String {
 
 impl<'a> Node<'a> {
     pub(super) fn new(topo: &'a Topology, allocation: &Allocation, opts: &AuditOptions) -> Self {
-        let ids = IdMap::new(topo, opts.shared_pools.as_ref());
+        let mut ids = IdMap::new(topo, opts.shared_pools.as_ref());
+        if let Some(slices) = &opts.resource_slices {
+            ids.add_slices(topo, slices, opts.node_name.as_deref());
+        }
         let online = topo.host.cpus_online.clone().unwrap_or_else(|| {
             topo.numa_nodes
                 .iter()
@@ -146,12 +149,16 @@ impl<'a> Node<'a> {
             }
             late.extend(self.plugin_numa(pod, c, d, &placed));
         }
-        // DRA claims: NVIDIA GPUs are placed like device-plugin GPUs; the rest listed.
+        // DRA claims: placed through the ResourceSlices' PCI attributes where given (else
+        // NVIDIA GPUs by name) and judged like device-plugin devices; the rest listed.
         let mut dynamic_devices: Vec<String> = Vec::new();
         for claim in &c.dynamic_resources {
             for d in &claim.devices {
                 let name = format!("{}/{}/{}", d.driver_name, d.pool_name, d.device_name);
-                match self.ids.map_claim(&d.driver_name, &d.device_name) {
+                match self
+                    .ids
+                    .map_claim_in_pool(&d.driver_name, &d.pool_name, &d.device_name)
+                {
                     Mapped::Gpu(pci) => {
                         if let Some(g) = topo.gpus.iter().find(|g| g.pci == pci)
                             && !gpus.iter().any(|a| a.pci == pci)
@@ -164,6 +171,15 @@ impl<'a> Node<'a> {
                                 pci,
                                 numa_node: g.numa_node,
                             });
+                        }
+                    }
+                    Mapped::Nic(pci) => {
+                        if !nics.iter().any(|n| n.pci == pci) {
+                            let mut nic = self.claim_nic(pci);
+                            nic.resource =
+                                format!("claim {}/{}", claim.claim_namespace, claim.claim_name);
+                            nic.device_id = name.clone();
+                            nics.push(nic);
                         }
                     }
                     Mapped::Unknown(why) => late.push(
@@ -255,11 +271,19 @@ impl<'a> Node<'a> {
     }
 
     fn nic(&self, d: &DeviceAllocation, id: &str, pci: PciAddr) -> AuditNic {
+        let mut nic = self.claim_nic(pci);
+        nic.resource = d.resource_name.clone();
+        nic.device_id = id.to_string();
+        nic
+    }
+
+    /// The NIC at `pci`, its resource and id left for the caller.
+    fn claim_nic(&self, pci: PciAddr) -> AuditNic {
         let topo = self.topo;
         let f = topo.pci_function(pci);
         AuditNic {
-            resource: d.resource_name.clone(),
-            device_id: id.to_string(),
+            resource: String::new(),
+            device_id: String::new(),
             pci,
             rdma_device: topo
                 .rdma_devices

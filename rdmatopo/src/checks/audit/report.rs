@@ -19,6 +19,11 @@ pub struct AuditOptions {
     /// k8s-rdma-shared-dev-plugin pools (from its `config.json`); `None`: the names
     /// `rdmatopo k8s rdma-shared-dev-plugin` writes.
     pub shared_pools: Option<SharedPools>,
+    /// The ResourceSlices' devices, to place DRA-claimed devices by their attributes
+    /// (`--resource-slices`); `None`: `gpu.nvidia.com` devices by name only.
+    pub resource_slices: Option<Vec<crate::parse::SliceDevice>>,
+    /// This node's name: slices of other nodes are not this node's devices.
+    pub node_name: Option<String>,
 }
 
 /// A GPU a container holds.

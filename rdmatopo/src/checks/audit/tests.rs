@@ -421,6 +421,7 @@ fn shared_pools_select_as_the_plugin_does() {
 
     let opts = AuditOptions {
         shared_pools: Some(pools.clone()),
+        ..Default::default()
     };
     let alloc = Allocation {
         pods: vec![
@@ -572,4 +573,102 @@ fn dra_gpus_are_placed_and_other_claims_listed() {
         unknown,
         ["DRA device gpu.nvidia.com/gpu-9 is not a GPU index of this node"]
     );
+}
+
+/// DRA claims placed through the node's ResourceSlices (as the three drivers publish
+/// them for the SR-IOV host): a GPU and a VF judged alike, the claim named; another
+/// node's device, a device in no slice and a malformed pciBusID each a finding, and
+/// a driver that publishes no PCI address listed.
+#[test]
+fn dra_claims_are_placed_through_resource_slices() {
+    use crate::model::allocation::{ClaimAllocation, ClaimDevice};
+    let t = sriov_host();
+    let mut list = crate::export::dra::resource_slices(t, "node-a");
+    let other = crate::export::dra::resource_slices(t, "node-b");
+    // A copy of node-b's slices, and one device with a broken address.
+    let items = list["items"].as_array_mut().unwrap();
+    items.extend(other["items"].as_array().unwrap().iter().cloned());
+    let gpu_slice = items
+        .iter_mut()
+        .find(|s| s["spec"]["driver"] == "gpu.nvidia.com" && s["spec"]["nodeName"] == "node-a")
+        .unwrap();
+    let mut broken = gpu_slice["spec"]["devices"][0].clone();
+    broken["name"] = "gpu-broken".into();
+    broken["attributes"]["resource.kubernetes.io/pciBusID"] =
+        serde_json::json!({"string": "0000:zz:00.0"});
+    gpu_slice["spec"]["devices"]
+        .as_array_mut()
+        .unwrap()
+        .push(broken);
+    let slices = crate::parse::parse_resource_slices(&list.to_string()).unwrap();
+
+    let gpus = crate::view::dra::gpu_devices(t);
+    let vfs = crate::view::dra::nic_devices(t, crate::view::dra::DraDriver::Sriov);
+    // GPU 5 and the first VF of its rail: the pod fixture's pair.
+    let g5 = &gpus[5];
+    let vf = vfs
+        .iter()
+        .find(|v| {
+            crate::view::affinity::path_class(
+                t,
+                t.pci_function(g5.pci).unwrap(),
+                t.pci_function(v.pci).unwrap(),
+            )
+            .allows_gdr()
+        })
+        .unwrap();
+    let claim = |driver: &str, pool: &str, device: &str| ClaimDevice {
+        driver_name: driver.into(),
+        pool_name: pool.into(),
+        device_name: device.into(),
+        cdi_devices: Vec::new(),
+    };
+    let mut p = pod("dra", Vec::new(), 0..4);
+    p.containers[0].dynamic_resources = vec![ClaimAllocation {
+        claim_name: "gpu-nic".into(),
+        claim_namespace: "train".into(),
+        devices: vec![
+            claim("gpu.nvidia.com", "node-a", &g5.name),
+            claim("sriovnetwork.k8snetworkplumbingwg.io", "node-a", &vf.name),
+            claim("gpu.nvidia.com", "node-b", "gpu-1"),
+            claim("gpu.nvidia.com", "node-a", "gpu-77"),
+            claim("gpu.nvidia.com", "node-a", "gpu-broken"),
+            claim("net.example.com", "node-a", "nic-0"),
+        ],
+    }];
+    let alloc = Allocation {
+        pods: vec![p],
+        allocatable: None,
+    };
+    let opts = AuditOptions {
+        resource_slices: Some(slices),
+        node_name: Some("node-a".into()),
+        ..Default::default()
+    };
+    let r = audit(t, &alloc, &opts);
+    let c = one(&r);
+    assert_eq!(c.gpus.len(), 1);
+    assert_eq!(c.gpus[0].pci, g5.pci);
+    assert_eq!(c.gpus[0].resource, "claim train/gpu-nic");
+    assert_eq!(c.nics.len(), 1);
+    assert_eq!(c.nics[0].pci, vf.pci);
+    assert_eq!(c.nics[0].resource, "claim train/gpu-nic");
+    assert!(c.nics[0].is_vf);
+    // Judged like device-plugin devices: the pair is at its rail's class.
+    assert!(summaries(c, "gpu-nic-distance").is_empty(), "{c:#?}");
+    let unknown = summaries(c, "unknown-device");
+    assert_eq!(unknown.len(), 3, "{unknown:?}");
+    assert!(
+        unknown[0].contains("node node-b's ResourceSlice"),
+        "{unknown:?}"
+    );
+    assert!(
+        unknown[1].contains("in no ResourceSlice of this node"),
+        "{unknown:?}"
+    );
+    assert!(
+        unknown[2].contains("\"0000:zz:00.0\" is not a PCI address"),
+        "{unknown:?}"
+    );
+    assert_eq!(c.dynamic_devices, ["net.example.com/node-a/nic-0"]);
 }
