@@ -448,7 +448,11 @@ fn dra(a: &DraArgs) -> Result<Output, String> {
         name: a.name.clone(),
         namespace: a.namespace.clone(),
     };
-    let m = dra::dra_claim(&topo, &opts).map_err(|e| e.to_string())?;
+    let m = match dra::dra_claim(&topo, &opts) {
+        Ok(m) => m,
+        Err(ViewError::Argument(msg)) => return Ok(Output::usage_error(&msg)),
+        Err(e) => return Err(e.to_string()),
+    };
     if a.explain {
         return Ok(Output::ok(match a.format {
             ManifestFormat::Json => json(&m.explain),

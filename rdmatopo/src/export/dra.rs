@@ -234,12 +234,12 @@ impl Facts {
         let gpus = gpu_devices(topo);
         let nics = nic_devices(topo, nic_driver);
         if gpus.is_empty() {
-            return Err(ViewError::Invalid(
+            return Err(ViewError::Argument(
                 "this node has no GPU gpu.nvidia.com would publish".into(),
             ));
         }
         if nics.is_empty() {
-            return Err(ViewError::Invalid(match nic_driver {
+            return Err(ViewError::Argument(match nic_driver {
                 DraDriver::Sriov => "the SR-IOV DRA driver would publish no RDMA NIC on this node: it publishes the VFs of PFs with a netdev, and no PF here has an RDMA-capable VF".into(),
                 d => format!("{d} would publish no RDMA NIC on this node"),
             }));
@@ -407,7 +407,7 @@ fn single_root_verdict(topo: &Topology, f: &Facts, n: usize) -> String {
 /// The DeviceClasses and ResourceClaimTemplate for `opts.gpus` GPUs and their NICs.
 pub fn dra_claim(topo: &Topology, opts: &DraOptions) -> Result<DraManifests, ViewError> {
     if !super::k8s::is_dns_subdomain(&opts.name) {
-        return Err(ViewError::Invalid(format!(
+        return Err(ViewError::Argument(format!(
             "name {:?} is not a DNS subdomain (lowercase letters, digits, '-', '.')",
             opts.name
         )));
@@ -415,10 +415,10 @@ pub fn dra_claim(topo: &Topology, opts: &DraOptions) -> Result<DraManifests, Vie
     let f = Facts::of(topo, opts.nic_driver)?;
     let n = opts.gpus;
     if n == 0 {
-        return Err(ViewError::Invalid("a claim needs at least one GPU".into()));
+        return Err(ViewError::Argument("a claim needs at least one GPU".into()));
     }
     if n > f.gpus.len() {
-        return Err(ViewError::Invalid(format!(
+        return Err(ViewError::Argument(format!(
             "{n} GPUs asked for, but gpu.nvidia.com would publish {} on this node",
             f.gpus.len()
         )));
@@ -429,7 +429,7 @@ pub fn dra_claim(topo: &Topology, opts: &DraOptions) -> Result<DraManifests, Vie
         .collect();
     let best_pairs = max_matching(&good, &all);
     if best_pairs < n {
-        return Err(ViewError::Invalid(format!(
+        return Err(ViewError::Argument(format!(
             "only {best_pairs} GPU{} can each have a distinct {} NIC at their best class on this node ({} NIC{} published); {n} asked for",
             if best_pairs == 1 { "" } else { "s" },
             opts.nic_driver,
