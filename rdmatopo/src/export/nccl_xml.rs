@@ -791,6 +791,7 @@ impl ReadState {
             board_id: None,
             ports: vec![port],
             uverbs: None,
+            data_direct: None,
         });
     }
 

@@ -12,6 +12,7 @@ mod pci;
 mod pcicfg;
 mod proc;
 mod qos;
+mod vpd;
 
 pub use cpuset::{CpuSet, parse_cpulist, parse_cpumask};
 pub use error::ParseError;
@@ -38,6 +39,7 @@ pub use qos::{
     PRIORITIES, PortBuffer, PortBuffers, TclassRule, TrafficClass, VfConfig, parse_buffer_size,
     parse_flag, parse_maxrate, parse_prio2buffer, parse_tos, parse_traffic_class, parse_vf_config,
 };
+pub use vpd::vpd_ro_keyword;
 
 /// Parse a decimal integer attribute (`mtu`, `sriov_numvfs`).
 pub fn parse_dec<T: std::str::FromStr>(what: &'static str, text: &str) -> Result<T, ParseError> {
