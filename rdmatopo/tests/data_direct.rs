@@ -1,0 +1,110 @@
+//! ConnectX-8 Data Direct (issue 49, item 2): the two places of one NIC.
+//!
+//! `fixtures/gb300-cx8-dd` is a GB300 tray whose ConnectX-8 PFs sit on Grace root ports
+//! of their own while each card's Data Direct DMA function shares the GPU's PCIe switch
+//! (rdma-core kernel-boot/rdma_topo; the fixture's README). nvidia-smi places `mlx5_0` at
+//! its PF, NODE from GPU0; NCCL 2.28+ under `NCCL_IB_DATA_DIRECT=1` (its default) exposes
+//! only `mlx5_0_dma`, at the DMA function (src/transport/net_ib/init.cc, v2.30.7-1), PXB
+//! from GPU0, where GPUDirect RDMA is on by default. `=0` puts NCCL back at the PF.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use rdmatopo::Topology;
+use rdmatopo::parse::PciAddr;
+use rdmatopo::view::affinity::TopoMatrix;
+use rdmatopo::view::plan::{Plan, PlanOptions};
+use std::path::PathBuf;
+
+fn tray() -> Topology {
+    let archive = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"))
+        .join("gb300-cx8-dd")
+        .join("root.tar.gz");
+    rdmatopo::discover(Some(&archive)).unwrap()
+}
+
+#[test]
+fn each_rdma_device_names_its_dma_function() {
+    let topo = tray();
+    for (dev, dma) in [
+        ("mlx5_0", "0008:03:00.0"),
+        ("mlx5_1", "0009:03:00.0"),
+        ("mlx5_2", "0018:03:00.0"),
+        ("mlx5_3", "0019:03:00.0"),
+    ] {
+        let d = topo.rdma_device(dev).unwrap();
+        assert_eq!(
+            d.data_direct,
+            Some(dma.parse::<PciAddr>().unwrap()),
+            "{dev}"
+        );
+        // Placed in the tree, so NCCL's distance to it can be measured.
+        assert!(topo.pci_function(d.data_direct.unwrap()).is_some(), "{dev}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&rdmatopo::inventory_json(&topo)).unwrap();
+    let devices = json["rdma_devices"].as_array().unwrap();
+    assert_eq!(devices[0]["data_direct"], "0008:03:00.0");
+}
+
+#[test]
+fn nvidia_smi_places_the_nic_at_its_pf() {
+    let m = TopoMatrix::for_topology(&tray());
+    assert_eq!(
+        m.get("GPU0", "NIC0").map(|c| c.to_string()).as_deref(),
+        Some("NODE")
+    );
+}
+
+fn plan(env: &[(&str, &str)]) -> Plan {
+    let mut topo = tray();
+    let mut opts = PlanOptions::default();
+    opts.env = topo.process.env.clone();
+    opts.env
+        .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    topo.process.env = opts.env.clone();
+    Plan::compute(&topo, &opts).unwrap()
+}
+
+#[test]
+fn nccl_places_the_nic_at_its_dma_function_by_default() {
+    let p = plan(&[]);
+    for (r, dev) in ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"].iter().enumerate() {
+        let rank = &p.ranks[r];
+        assert_eq!(rank.hcas, vec![format!("{dev}:1")], "rank {r}");
+        assert!(
+            rank.reasons
+                .iter()
+                .any(|s| s.contains(&format!("{dev}:1 is PXB"))),
+            "rank {r}: {:?}",
+            rank.reasons
+        );
+    }
+    // NCCL_IB_HCA names the verbs devices, never the _dma names.
+    assert_eq!(p.env["NCCL_IB_HCA"], "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1");
+    let note = p.notes.iter().find(|n| n.contains("Data Direct")).unwrap();
+    assert!(note.contains("mlx5_0_dma (0008:03:00.0)"), "{note}");
+}
+
+#[test]
+fn data_direct_off_puts_nccl_back_at_the_pf() {
+    let p = plan(&[("NCCL_IB_DATA_DIRECT", "0")]);
+    assert!(
+        p.ranks[0].reasons.iter().all(|s| !s.contains("is PXB")),
+        "{:?}",
+        p.ranks[0].reasons
+    );
+    assert!(
+        p.ranks[0].reasons.iter().any(|s| s.contains("NODE")),
+        "{:?}",
+        p.ranks[0].reasons
+    );
+    let note = p.notes.iter().find(|n| n.contains("Data Direct")).unwrap();
+    assert!(note.contains("at its PF"), "{note}");
+    // 2 exposes both; the DMA function is the closer.
+    let both = plan(&[("NCCL_IB_DATA_DIRECT", "2")]);
+    assert!(
+        both.ranks[0]
+            .reasons
+            .iter()
+            .any(|s| s.contains("mlx5_0:1 is PXB"))
+    );
+}
