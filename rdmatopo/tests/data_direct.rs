@@ -108,3 +108,35 @@ fn data_direct_off_puts_nccl_back_at_the_pf() {
             .any(|s| s.contains("mlx5_0:1 is PXB"))
     );
 }
+
+#[test]
+fn the_topology_file_names_the_dma_device_where_nccl_finds_it() {
+    use rdmatopo::export::nccl_xml::{XmlOptions, write};
+    use rdmatopo::view::plan::DataDirect;
+    let topo = tray();
+    let xml = |data_direct| {
+        write(
+            &topo,
+            &XmlOptions {
+                nets: true,
+                data_direct,
+                ..Default::default()
+            },
+        )
+    };
+    let dma = xml(DataDirect::DmaOnly);
+    let at = dma
+        .find("<pci busid=\"0008:03:00.0\" class=\"0x080100\"")
+        .unwrap();
+    let net = dma.find("<net name=\"mlx5_0_dma\"").unwrap();
+    assert!(at < net && !dma[at..net].contains("</pci>"), "{dma}");
+    assert!(!dma.contains("busid=\"0000:01:00.0\""), "{dma}");
+    let off = xml(DataDirect::Off);
+    assert!(off.contains("<net name=\"mlx5_0\""), "{off}");
+    assert!(
+        !off.contains("_dma") && !off.contains("0008:03:00.0"),
+        "{off}"
+    );
+    let both = xml(DataDirect::Both);
+    assert!(both.contains("<net name=\"mlx5_0\"") && both.contains("<net name=\"mlx5_0_dma\""));
+}

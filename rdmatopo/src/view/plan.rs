@@ -982,15 +982,20 @@ pub fn preferred_hcas(topo: &Topology) -> BTreeMap<PciAddr, (Vec<String>, PathCl
 /// `<dev>_dma`; 0 (or below) only `<dev>`. 2.27 (where the variable came) exposed both
 /// whenever it was not 0. Read as `ncclLoadParam` does; a
 /// value it refuses keeps the default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DataDirect {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DataDirect {
+    /// `<dev>` at its PF only.
     Off,
+    /// `<dev>_dma` at the DMA function only (the default).
+    #[default]
     DmaOnly,
+    /// Both.
     Both,
 }
 
 impl DataDirect {
-    fn from_env(env: &BTreeMap<String, String>) -> Self {
+    /// The mode of `NCCL_IB_DATA_DIRECT` in `env`.
+    pub fn from_env(env: &BTreeMap<String, String>) -> Self {
         match env
             .get("NCCL_IB_DATA_DIRECT")
             .and_then(|v| crate::parse::parse_nccl_int(v).ok())
@@ -1003,7 +1008,7 @@ impl DataDirect {
 
     /// Whether NCCL places a Data Direct device at its DMA function. Under 2 it exposes
     /// both, and its search takes the closer, the DMA function beside the GPU.
-    fn uses_dma(self) -> bool {
+    pub fn uses_dma(self) -> bool {
         self != Self::Off
     }
 }
