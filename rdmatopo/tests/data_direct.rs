@@ -140,3 +140,47 @@ fn the_topology_file_names_the_dma_device_where_nccl_finds_it() {
     let both = xml(DataDirect::Both);
     assert!(both.contains("<net name=\"mlx5_0\"") && both.contains("<net name=\"mlx5_0_dma\""));
 }
+
+/// NVLink-C2C (NVML counts the tray's GPUs' links): with Data Direct off, each GPU's
+/// NIC hangs from its own Grace, NODE here and P2C in NCCL (src/graph/paths.cc,
+/// v2.30.7-1), where NCCL_NET_GDR_C2C=1 (default since 2.27.3) keeps GPUDirect RDMA on.
+#[test]
+fn a_c2c_attached_gpu_gets_gpudirect_at_p2c() {
+    let note = |p: &Plan| p.notes.iter().find(|n| n.contains("P2C")).cloned();
+    // Data Direct puts the NIC at PXB, closer than P2C: nothing to say.
+    assert_eq!(note(&plan(&[])), None);
+    let p = plan(&[("NCCL_IB_DATA_DIRECT", "0")]);
+    let n = note(&p).expect("a P2C note");
+    assert!(
+        n.contains("0008:06:00.0") && n.contains("NCCL_NET_GDR_C2C=1"),
+        "{n}"
+    );
+    let off = plan(&[("NCCL_IB_DATA_DIRECT", "0"), ("NCCL_NET_GDR_C2C", "0")]);
+    assert!(note(&off).unwrap().contains("turns GPUDirect RDMA off"));
+}
+
+/// The DGX Spark fixture holds no NVML facts; its GPU hangs from the GB10's own
+/// `10de:22d1` bridge. The doctor used to call its NODE NIC "no GPUDirect RDMA".
+#[test]
+fn doctor_on_dgx_spark_names_p2c_not_a_gdr_loss() {
+    let archive = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"))
+        .join("dgx-spark")
+        .join("root.tar.gz");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .args(["doctor", "--format", "json", "--root"])
+        .arg(&archive)
+        .env_clear()
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let dist = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "gpu-nic-distance")
+        .unwrap_or_else(|| panic!("{text}"));
+    let s = dist.to_string();
+    assert!(s.contains("P2C") && s.contains("000f:00:00.0"), "{s}");
+    assert!(!s.contains("will not use GPUDirect RDMA"), "{s}");
+}

@@ -201,6 +201,7 @@ impl Plan {
             &mut notes,
         );
         data_direct_note(&topo, &usable, data_direct, &mut notes);
+        c2c_note(&topo, &gpus_in_use, &usable, env, &mut notes);
         let nics = physical_nics(&usable);
         let policy = NetDevsPolicy::from_env(env);
         let per_gpu = assign_nics(&topo, &gpus_in_use, &usable, &nics, policy);
@@ -1056,6 +1057,56 @@ fn data_direct_note(
             "ConnectX-8 Data Direct: NCCL_IB_DATA_DIRECT at 0 leaves the DMA functions unused ({}); NCCL places each device at its PF",
             list(&|n, a| format!("{n}: {a}")),
         ),
+    });
+}
+
+/// GPUs whose closest NIC hangs from their own CPU, which NVML says they reach over
+/// NVLink-C2C: NCCL types that path P2C and, under `NCCL_NET_GDR_C2C=1` (default since
+/// 2.27.3; src/graph/paths.cc, v2.30.7-1), uses GPUDirect RDMA on it. Said once for
+/// the node. Only NVML's word counts here (a placement read does not read a root
+/// port's ids); the doctor also weighs the root port.
+fn c2c_note(
+    topo: &Topology,
+    gpus: &[PciAddr],
+    usable: &[Cand],
+    env: &BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) {
+    use super::affinity::{C2cAttach, c2c_attach};
+    let over: Vec<String> = gpus
+        .iter()
+        .filter(|g| {
+            let best = usable
+                .iter()
+                .map(|c| gpu_nic_class(topo, **g, c.func))
+                .min_by_key(PathClass::rank);
+            matches!(best, Some(PathClass::Node | PathClass::Phb))
+                && topo
+                    .pci_function(**g)
+                    .and_then(|f| c2c_attach(topo, f))
+                    .is_some_and(|a| matches!(a, C2cAttach::Nvml(_)))
+        })
+        .map(ToString::to_string)
+        .collect();
+    if over.is_empty() {
+        return;
+    }
+    let gpus = over.join(", ");
+    let off = env
+        .get("NCCL_NET_GDR_C2C")
+        .is_some_and(|v| crate::parse::parse_nccl_int(v) == Ok(0));
+    notes.push(if let Some(level) = env.get("NCCL_NET_GDR_LEVEL") {
+        format!(
+            "GPU {gpus} reach their CPU over NVLink-C2C (NVML) and their NICs hang from that CPU, a P2C path; NCCL_NET_GDR_LEVEL={level} replaces NCCL's P2C level for GPUDirect RDMA"
+        )
+    } else if off {
+        format!(
+            "GPU {gpus} reach their CPU over NVLink-C2C (NVML) and their NICs hang from that CPU, a P2C path, where NCCL_NET_GDR_C2C=0 turns GPUDirect RDMA off: unset it (NCCL >= 2.27.3 defaults to 1)"
+        )
+    } else {
+        format!(
+            "GPU {gpus} reach their CPU over NVLink-C2C (NVML) and their NICs hang from that CPU, a P2C path: NCCL >= 2.27.3 uses GPUDirect RDMA on it (NCCL_NET_GDR_C2C=1, its default; 2.26 needs it set, older versions NCCL_NET_GDR_LEVEL=PHB)"
+        )
     });
 }
 
