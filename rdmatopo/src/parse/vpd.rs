@@ -6,7 +6,7 @@
 //! string) and 0x90 (VPD-R, the read-only keywords: two ASCII letters, a length byte,
 //! the value). The small tag 0x78 ends the data.
 
-use super::ParseError;
+use super::error::ParseError;
 
 const LARGE: u8 = 0x80;
 const TAG_VPD_R: u8 = 0x90;
