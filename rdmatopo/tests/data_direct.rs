@@ -56,11 +56,13 @@ fn nvidia_smi_places_the_nic_at_its_pf() {
 
 fn plan(env: &[(&str, &str)]) -> Plan {
     let mut topo = tray();
-    let mut opts = PlanOptions::default();
-    opts.env = topo.process.env.clone();
-    opts.env
+    topo.process
+        .env
         .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    topo.process.env = opts.env.clone();
+    let opts = PlanOptions {
+        env: topo.process.env.clone(),
+        ..Default::default()
+    };
     Plan::compute(&topo, &opts).unwrap()
 }
 

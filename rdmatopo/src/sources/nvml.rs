@@ -206,8 +206,10 @@ fn c2c_links(nvml: &Nvml, dev: &Device) -> Option<u32> {
         // SAFETY: `sym` is libnvidia-ml's nvmlDeviceGetFieldValues with this prototype;
         // the handle belongs to `nvml`, alive for the call; `v` is one writable value.
         let status = unsafe { sym(dev.handle(), 1, &mut v) };
-        // SAFETY: these fields are unsigned ints (nvml.h), so `uiVal` is the member set.
-        (status == 0 && v.nvmlReturn == 0).then(|| unsafe { v.value.uiVal })
+        // SAFETY: these fields are unsigned ints (nvml.h), so `uiVal` is the member set;
+        // unset, it is the zero written above.
+        let value = unsafe { v.value.uiVal };
+        (status == 0 && v.nvmlReturn == 0).then_some(value)
     };
     let count = query(field_id::NVML_FI_DEV_C2C_LINK_COUNT, 0)?;
     Some(
