@@ -54,10 +54,7 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     pair_data_direct(ctx, topo);
 }
 
-/// The PCI driver that binds ConnectX-8 Data Direct DMA functions (`15b3:2100`, its
-/// only id): drivers/infiniband/hw/mlx5/data_direct.c registers it as `KBUILD_MODNAME`,
-/// and data_direct.o is part of mlx5_ib.ko, so it is named `mlx5_ib`.
-const DATA_DIRECT_DRIVER: &str = "/sys/bus/pci/drivers/mlx5_ib";
+use crate::sources::DATA_DIRECT_DRIVER_DIR as DATA_DIRECT_DRIVER;
 /// The largest VPD a function holds (`PCI_VPD_MAX_SIZE`, drivers/pci/vpd.c).
 const VPD_LIMIT: usize = 0x8000;
 
