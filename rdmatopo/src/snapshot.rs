@@ -18,7 +18,9 @@ mod scrub;
 
 use crate::model::Topology;
 use crate::parse::PciAddr;
-use crate::sources::{NVIDIA_DRIVER_DIR, NVML_SNAPSHOT_PATH, VERBS_SNAPSHOT_PATH};
+use crate::sources::{
+    DATA_DIRECT_DRIVER_DIR, NVIDIA_DRIVER_DIR, NVML_SNAPSHOT_PATH, VERBS_SNAPSHOT_PATH,
+};
 use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -262,6 +264,11 @@ impl Capture {
         if fs.exists(NVIDIA_DRIVER_DIR) {
             w.add(NVIDIA_DRIVER_DIR, 0);
             w.add_listing(NVIDIA_DRIVER_DIR);
+        }
+        // Which functions are Data Direct DMA functions: discovery pairs them from it.
+        if fs.exists(DATA_DIRECT_DRIVER_DIR) {
+            w.add(DATA_DIRECT_DRIVER_DIR, 0);
+            w.add_listing(DATA_DIRECT_DRIVER_DIR);
         }
         let mut entries = w.entries;
         if journal.iter().any(|p| p == "/proc/self/environ") {

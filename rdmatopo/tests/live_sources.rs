@@ -169,6 +169,7 @@ fn nvml_facts() -> NvmlSnapshot {
             topology: [("00000000:04:00.0".to_string(), TopologyLevel::Single)]
                 .into_iter()
                 .collect(),
+            c2c_links: None,
         }],
     }
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use rdmatopo::export::nccl_xml::{self, XmlOptions};
 use rdmatopo::model::Diagnostic;
 use rdmatopo::view::container::Shown;
-use rdmatopo::view::plan::{Plan, PlanOptions, preferred_hcas};
+use rdmatopo::view::plan::{DataDirect, Plan, PlanOptions, preferred_hcas};
 use rdmatopo::view::{PathClass, TopoMatrix};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -66,6 +66,7 @@ fn write(args: &NcclTopoArgs) -> Result<Output, String> {
     let opts = XmlOptions {
         merge_vfs: !(env_off || plan_off),
         nets: args.nets,
+        data_direct: DataDirect::from_env(&topo.process.env),
     };
     let xml = nccl_xml::write_shown(&topo, &opts, &shown);
     match &args.output {

@@ -130,7 +130,12 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
         })
     } else {
         (ctx.needs.pci <= PciFacts::Named).then(|| Placement {
-            nics: topo.rdma_devices.iter().filter_map(|d| d.pci).collect(),
+            // With each device's Data Direct DMA function: NCCL places it there.
+            nics: topo
+                .rdma_devices
+                .iter()
+                .flat_map(|d| d.pci.into_iter().chain(d.data_direct))
+                .collect(),
             nodes: nodes(),
             gpu_nodes: true,
             gpu_names: ctx.needs.pci == PciFacts::Named,

@@ -51,6 +51,75 @@ pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
     });
     sort_natural_by(&mut devices, |d| d.name.as_str());
     topo.rdma_devices = devices;
+    pair_data_direct(ctx, topo);
+}
+
+use crate::sources::DATA_DIRECT_DRIVER_DIR as DATA_DIRECT_DRIVER;
+/// The largest VPD a function holds (`PCI_VPD_MAX_SIZE`, drivers/pci/vpd.c).
+const VPD_LIMIT: usize = 0x8000;
+
+/// Each RDMA device's Data Direct DMA function ([`RdmaDevice::data_direct`]).
+///
+/// The kernel pairs them by the DMA function's VPD keyword `VU` and the vuid the
+/// device's firmware reports, and hands the path to user space only through an ioctl
+/// (`mlx5dv_get_data_direct_sysfs_path`, which NCCL calls); sysfs shows no link. What
+/// sysfs does show is both functions' `vpd`, whose `V3` UUID is the same on the two:
+/// rdma-core's `kernel-boot/rdma_topo` pairs them by it. `vpd` is readable by root
+/// only, so a run as another user says which DMA functions it could not pair.
+fn pair_data_direct(ctx: &mut Ctx, topo: &mut Topology) {
+    let dma: Vec<PciAddr> = ctx
+        .list(DATA_DIRECT_DRIVER)
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    if dma.is_empty() {
+        return;
+    }
+    let mut by_uuid: BTreeMap<String, PciAddr> = BTreeMap::new();
+    for &addr in &dma {
+        let path = join(&join(PCI_DIR, &addr.to_string()), "vpd");
+        let why = match uuid_of(ctx, addr) {
+            Ok(Some(uuid)) => {
+                by_uuid.insert(uuid, addr);
+                continue;
+            }
+            Ok(None) => "its VPD holds no V3 UUID".to_string(),
+            Err(e) => format!("its VPD is unreadable ({e}; root may read it)"),
+        };
+        ctx.diags.push(Diagnostic::new(
+            Severity::Warning,
+            "data-direct-unpaired",
+            Some(&path),
+            format!(
+                "Data Direct DMA function {addr}: {why}, so which RDMA device it serves is not known; NCCL places that device here as <name>_dma"
+            ),
+        ));
+    }
+    let functions: BTreeSet<PciAddr> = topo.rdma_devices.iter().filter_map(|d| d.pci).collect();
+    let mut paired: BTreeMap<PciAddr, PciAddr> = BTreeMap::new();
+    for f in functions.into_iter().filter(|f| !dma.contains(f)) {
+        if let Ok(Some(uuid)) = uuid_of(ctx, f)
+            && let Some(&d) = by_uuid.get(&uuid)
+        {
+            paired.insert(f, d);
+        }
+    }
+    for dev in &mut topo.rdma_devices {
+        dev.data_direct = dev.pci.and_then(|f| paired.get(&f).copied());
+    }
+}
+
+/// The `V3` UUID in a function's `vpd`: `Ok(None)` where it has no VPD or no `V3`.
+fn uuid_of(ctx: &mut Ctx, addr: PciAddr) -> Result<Option<String>, String> {
+    let path = join(&join(PCI_DIR, &addr.to_string()), "vpd");
+    let bytes = match ctx.fs.read_bytes(&path, VPD_LIMIT) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let parsed = crate::parse::vpd_ro_keyword(&bytes, b"V3");
+    ctx.accept(&path, parsed)
+        .ok_or_else(|| "not PCI VPD".to_string())
 }
 
 /// The candidates for this container's devices in outline, opening no file: those
@@ -345,6 +414,7 @@ fn read_device(
         ports,
         uverbs,
         name,
+        data_direct: None,
     }
 }
 
@@ -493,6 +563,84 @@ pub(super) fn link_port_netdevs(topo: &mut Topology) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::discover::Needs;
+    use crate::sysfs::{MemEntry, MemTree, Sysfs};
+
+    /// VPD with an identifier string and a VPD-R holding `V3`.
+    fn vpd(v3: &str) -> MemEntry {
+        let mut d = vec![0x82, 4, 0];
+        d.extend(b"CX-8");
+        let mut ro = vec![b'V', b'3', v3.len() as u8];
+        ro.extend(v3.as_bytes());
+        d.push(0x90);
+        d.extend((ro.len() as u16).to_le_bytes());
+        d.extend(ro);
+        d.push(0x78);
+        MemEntry::File(d)
+    }
+
+    /// A ConnectX-8 PF on one root port and its Data Direct DMA function below the GPU's
+    /// switch on another, as rdma_topo describes them; `dma_vpd` is the DMA function's.
+    fn tray(dma_vpd: MemEntry) -> (Sysfs, Topology) {
+        let pf = "/sys/devices/pci0000:00/0000:00:00.0/0000:01:00.0";
+        let dma = "/sys/devices/pci0008:00/0008:00:00.0/0008:01:00.0/0008:02:00.0/0008:03:00.0";
+        let mut t = MemTree::new();
+        t.insert(
+            &format!("{pf}/vpd"),
+            vpd("6c1d0e8a3f2b4a719d350b7e2c4a1f01"),
+        )
+        .dir(&format!("{pf}/infiniband/mlx5_0"))
+        .link(
+            "/sys/class/infiniband/mlx5_0",
+            &format!("{pf}/infiniband/mlx5_0"),
+        )
+        .link("/sys/bus/pci/devices/0000:01:00.0", pf)
+        .insert(&format!("{dma}/vpd"), dma_vpd)
+        .link("/sys/bus/pci/devices/0008:03:00.0", dma)
+        .link("/sys/bus/pci/drivers/mlx5_ib/0008:03:00.0", dma);
+        let mut topo = Topology::empty("test");
+        topo.rdma_devices = vec![RdmaDevice::named(
+            "mlx5_0".into(),
+            Some(PciAddr::new(0, 1, 0, 0)),
+        )];
+        (Sysfs::memory(t, "tray"), topo)
+    }
+
+    #[test]
+    fn a_data_direct_function_is_paired_by_its_vpd_uuid() {
+        let (fs, mut topo) = tray(vpd("6c1d0e8a3f2b4a719d350b7e2c4a1f01"));
+        let mut ctx = Ctx::new(&fs, Needs::ALL);
+        pair_data_direct(&mut ctx, &mut topo);
+        assert_eq!(
+            topo.rdma_devices[0].data_direct,
+            Some(PciAddr::new(8, 3, 0, 0))
+        );
+        assert!(ctx.diags.is_empty(), "{:?}", ctx.diags);
+
+        // Another card's DMA function (another UUID) serves another device.
+        let (fs, mut topo) = tray(vpd("6c1d0e8a3f2b4a719d350b7e2c4a1f02"));
+        let mut ctx = Ctx::new(&fs, Needs::ALL);
+        pair_data_direct(&mut ctx, &mut topo);
+        assert_eq!(topo.rdma_devices[0].data_direct, None);
+    }
+
+    #[test]
+    fn an_unreadable_vpd_leaves_the_function_unpaired_and_says_so() {
+        let (fs, mut topo) = tray(MemEntry::Unreadable(13));
+        let mut ctx = Ctx::new(&fs, Needs::ALL);
+        pair_data_direct(&mut ctx, &mut topo);
+        assert_eq!(topo.rdma_devices[0].data_direct, None);
+        let d = ctx
+            .diags
+            .iter()
+            .find(|d| d.code == "data-direct-unpaired")
+            .expect("a diagnostic");
+        assert!(d.message.contains("0008:03:00.0"), "{}", d.message);
+        assert_eq!(
+            d.path.as_deref(),
+            Some("/sys/bus/pci/devices/0008:03:00.0/vpd")
+        );
+    }
 
     fn kept(keep: OtherNames, listing: &[String]) -> (Vec<String>, usize) {
         let mut others = Others::new(keep);

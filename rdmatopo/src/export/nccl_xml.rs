@@ -32,6 +32,7 @@ use crate::parse::{
 };
 use crate::view::affinity::numa_of;
 use crate::view::container::Shown;
+use crate::view::plan::DataDirect;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -64,6 +65,10 @@ pub struct XmlOptions {
     pub merge_vfs: bool,
     /// Write `<nic><net name dev speed port/></nic>` under each HCA.
     pub nets: bool,
+    /// Where NCCL puts an HCA with a ConnectX-8 Data Direct DMA function
+    /// (`NCCL_IB_DATA_DIRECT`): at the DMA function as `<dev>_dma` (its default), at the
+    /// PF, or both.
+    pub data_direct: DataDirect,
 }
 
 impl Default for XmlOptions {
@@ -71,6 +76,7 @@ impl Default for XmlOptions {
         Self {
             merge_vfs: true,
             nets: false,
+            data_direct: DataDirect::default(),
         }
     }
 }
@@ -262,24 +268,27 @@ pub fn write_shown(topo: &Topology, opts: &XmlOptions, shown: &Shown) -> String 
     }
     // HCAs in NCCL's device order (PCI bus id since NCCL 2.29.7, then name); `port` is
     // the verbs port plus the number of earlier devices merged onto the same bus id.
-    let mut hcas: Vec<&RdmaDevice> = topo
-        .rdma_devices
-        .iter()
-        .filter(|d| d.pci.is_some() && shown.shows(&d.name))
-        .collect();
-    hcas.sort_by(|a, b| {
-        a.pci
-            .cmp(&b.pci)
-            .then_with(|| natural_cmp(&a.name, &b.name))
-    });
+    // A Data Direct device is NCCL's `<dev>_dma` at its DMA function, whose sysfs path
+    // mlx5 gives and NCCL keeps whole (no digit zeroed: ncclIbInitDevices, v2.30.7-1).
+    let mut hcas: Vec<(PciAddr, PciAddr, String, &RdmaDevice)> = Vec::new();
+    for d in topo.rdma_devices.iter().filter(|d| shown.shows(&d.name)) {
+        let Some(real) = d.pci.filter(|a| topo.pci_function(*a).is_some()) else {
+            continue;
+        };
+        let dma = d
+            .data_direct
+            .filter(|a| opts.data_direct.uses_dma() && topo.pci_function(*a).is_some());
+        if dma.is_none() || opts.data_direct == DataDirect::Both {
+            hcas.push((real, hca_busid(real, opts.merge_vfs), d.name.clone(), d));
+        }
+        if let Some(dma) = dma {
+            hcas.push((dma, dma, format!("{}_dma", d.name), d));
+        }
+    }
+    hcas.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| natural_cmp(&a.2, &b.2)));
     let mut merged_count: BTreeMap<PciAddr, u32> = BTreeMap::new();
     let mut dev_index = 0u32;
-    for d in hcas {
-        let Some(real) = d.pci else { continue };
-        if topo.pci_function(real).is_none() {
-            continue;
-        }
-        let shown = hca_busid(real, opts.merge_vfs);
+    for (real, shown, name, d) in hcas {
         place(topo, real, shown, &mut nodes);
         let earlier = merged_count.entry(shown).or_default();
         let real_port = *earlier;
@@ -289,7 +298,7 @@ pub fn write_shown(topo: &Topology, opts: &XmlOptions, shown: &Shown) -> String 
         }
         for p in d.ports.iter().filter(|p| p.is_active()) {
             let mut net = Element::new("net")
-                .attr("name", &d.name)
+                .attr("name", &name)
                 .attr("dev", dev_index.to_string());
             if let Some(r) = &p.rate {
                 net = net.attr("speed", format!("{}", (r.gbps * 1000.0).round() as u64));
@@ -791,6 +800,7 @@ impl ReadState {
             board_id: None,
             ports: vec![port],
             uverbs: None,
+            data_direct: None,
         });
     }
 

@@ -98,6 +98,11 @@ pub struct NvmlGpu {
     /// NVML's level towards each other GPU, keyed by that GPU's NVML bus id.
     #[serde(default)]
     pub topology: BTreeMap<String, TopologyLevel>,
+    /// Active NVLink-C2C links to the CPU (`NVML_FI_DEV_C2C_LINK_COUNT`, then
+    /// `NVML_FI_DEV_C2C_LINK_GET_STATUS` = 1 per link, as NCCL's `ncclTopoGetXmlFromGpu`
+    /// counts them); `None` where NVML does not answer (no C2C, older driver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c2c_links: Option<u32>,
 }
 
 impl NvmlGpu {
@@ -116,6 +121,7 @@ impl NvmlGpu {
             pcie: None,
             nvlinks: Vec::new(),
             topology: BTreeMap::new(),
+            c2c_links: None,
         }
     }
 

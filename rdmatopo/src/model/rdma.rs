@@ -79,6 +79,12 @@ pub struct RdmaDevice {
     pub ports: Vec<Port>,
     /// `uverbs<N>` char device of this device (`/sys/class/infiniband_verbs/*/ibdev`).
     pub uverbs: Option<String>,
+    /// The ConnectX-8 Data Direct DMA function (`15b3:2100`) of this device: a function
+    /// bound to the data-direct PCI driver of mlx5_ib (`/sys/bus/pci/drivers/mlx5_ib/<bdf>`) whose
+    /// `vpd` keyword `V3` equals this device's function's, the pairing rdma-core's
+    /// `rdma_topo` makes. NCCL places the device there as `<name>_dma`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_direct: Option<PciAddr>,
 }
 
 impl RdmaDevice {
@@ -95,6 +101,7 @@ impl RdmaDevice {
             board_id: None,
             ports: Vec::new(),
             uverbs: None,
+            data_direct: None,
         }
     }
 }

@@ -13,6 +13,7 @@ mod pcicfg;
 mod proc;
 mod qos;
 mod resource_slice;
+mod vpd;
 
 pub use cpuset::{CpuSet, parse_cpulist, parse_cpumask};
 pub use error::ParseError;
@@ -40,6 +41,7 @@ pub use qos::{
     parse_flag, parse_maxrate, parse_prio2buffer, parse_tos, parse_traffic_class, parse_vf_config,
 };
 pub use resource_slice::{SliceDevice, parse_resource_slices};
+pub use vpd::vpd_ro_keyword;
 
 /// Parse a decimal integer attribute (`mtu`, `sriov_numvfs`).
 pub fn parse_dec<T: std::str::FromStr>(what: &'static str, text: &str) -> Result<T, ParseError> {

@@ -20,6 +20,8 @@ struct Scrubber {
     nets16: HashMap<(u8, u8), (u8, u8)>,
     prefixes64: HashMap<u64, u64>,
     hostname: Option<String>,
+    /// VPD serial numbers and UUIDs (`SN`, `V3`, `VU`) by value.
+    vpd_values: HashMap<Vec<u8>, Vec<u8>>,
 }
 
 pub(super) fn scrub(entries: &mut BTreeMap<String, MemEntry>) {
@@ -45,6 +47,10 @@ pub(super) fn scrub(entries: &mut BTreeMap<String, MemEntry>) {
             zero_dsn(bytes);
             continue;
         }
+        if path.ends_with("/vpd") {
+            s.vpd(bytes);
+            continue;
+        }
         let Ok(text) = std::str::from_utf8(bytes) else {
             continue;
         };
@@ -56,6 +62,72 @@ pub(super) fn scrub(entries: &mut BTreeMap<String, MemEntry>) {
             s.text(text)
         };
         *bytes = out.into_bytes();
+    }
+}
+
+/// Read-only VPD keywords that identify a card: its serial number, and the UUIDs that
+/// pair a ConnectX-8 PF with its Data Direct DMA function (rdma_topo reads `V3`, the
+/// kernel `VU`); the same value gets the same replacement, so the pairing survives.
+const VPD_IDENTIFYING: [&[u8; 2]; 3] = [b"SN", b"V3", b"VU"];
+
+impl Scrubber {
+    /// Replace the identifying keywords of a VPD (layout: parse/vpd.rs) in place and
+    /// set the `RV` checksum again; data that does not parse is left alone.
+    fn vpd(&mut self, data: &mut [u8]) {
+        let mut at = 0;
+        while at < data.len() {
+            let tag = data[at];
+            if tag == 0x78 || tag == 0xff || tag == 0 {
+                return;
+            }
+            let (body, len) = if tag & 0x80 != 0 {
+                match data.get(at + 1..at + 3) {
+                    Some(l) => (at + 3, usize::from(u16::from_le_bytes([l[0], l[1]]))),
+                    None => return,
+                }
+            } else {
+                (at + 1, usize::from(tag & 0x07))
+            };
+            if body + len > data.len() {
+                return;
+            }
+            if tag == 0x90 {
+                let mut k = body;
+                while k + 3 <= body + len {
+                    let klen = usize::from(data[k + 2]);
+                    let (start, end) = (k + 3, k + 3 + klen);
+                    if end > body + len {
+                        return;
+                    }
+                    let name = [data[k], data[k + 1]];
+                    if VPD_IDENTIFYING.iter().any(|w| **w == name) {
+                        let new = self.vpd_value(&data[start..end]);
+                        data[start..end].copy_from_slice(&new);
+                    } else if &name == b"RV" && klen > 0 {
+                        // The checksum byte makes the bytes up to it sum to zero.
+                        let sum = data[..start].iter().fold(0u8, |a, b| a.wrapping_add(*b));
+                        data[start] = 0u8.wrapping_sub(sum);
+                    }
+                    k = end;
+                }
+            }
+            at = body + len;
+        }
+    }
+
+    fn vpd_value(&mut self, value: &[u8]) -> Vec<u8> {
+        let n = self.vpd_values.len() + 1;
+        self.vpd_values
+            .entry(value.to_vec())
+            .or_insert_with(|| {
+                let digits = format!("{n:X}");
+                let mut out = vec![b'0'; value.len()];
+                let keep = digits.len().min(out.len());
+                let at = out.len() - keep;
+                out[at..].copy_from_slice(&digits.as_bytes()[digits.len() - keep..]);
+                out
+            })
+            .clone()
     }
 }
 
@@ -482,5 +554,42 @@ mod tests {
         let out = s.if_inet6(line);
         assert!(!out.contains("bacef6fffe000001"), "{out}");
         assert!(out.starts_with("fe80000000000000") && out.ends_with(" 02 40 20 80     eth0\n"));
+    }
+
+    /// VPD with SN, V3 and the RV checksum.
+    fn vpd(sn: &str, v3: &str) -> Vec<u8> {
+        let mut d = vec![0x82, 4, 0];
+        d.extend(b"CX-8");
+        let mut ro = Vec::new();
+        for (k, v) in [(b"SN", sn), (b"V3", v3)] {
+            ro.extend(k);
+            ro.push(v.len() as u8);
+            ro.extend(v.as_bytes());
+        }
+        ro.extend(b"RV\x01\x00");
+        d.push(0x90);
+        d.extend((ro.len() as u16).to_le_bytes());
+        d.extend(ro);
+        d.push(0x78);
+        d
+    }
+
+    #[test]
+    fn vpd_serials_and_uuids_are_replaced_and_pairs_kept() {
+        let mut s = Scrubber::default();
+        let mut pf = vpd("MT2530X04711", "6c1d0e8a3f2b4a719d350b7e2c4a1f01");
+        let mut dma = vpd("MT2530X04711", "6c1d0e8a3f2b4a719d350b7e2c4a1f01");
+        let mut other = vpd("MT2531X04712", "6c1d0e8a3f2b4a719d350b7e2c4a1f02");
+        for d in [&mut pf, &mut dma, &mut other] {
+            s.vpd(d);
+        }
+        let v3 = |d: &[u8]| crate::parse::vpd_ro_keyword(d, b"V3").unwrap().unwrap();
+        let sn = |d: &[u8]| crate::parse::vpd_ro_keyword(d, b"SN").unwrap().unwrap();
+        assert_eq!(v3(&pf), v3(&dma));
+        assert_ne!(v3(&pf), v3(&other));
+        assert!(!v3(&pf).contains("6c1d") && !sn(&pf).contains("MT25"));
+        // The checksum: every byte up to and including RV's sums to zero.
+        let rv = pf.windows(2).position(|w| w == b"RV").unwrap() + 3;
+        assert_eq!(pf[..=rv].iter().fold(0u8, |a, b| a.wrapping_add(*b)), 0);
     }
 }

@@ -6,7 +6,7 @@
 mod driver;
 mod facts;
 
-pub use driver::{NVIDIA_DRIVER, NVIDIA_DRIVER_DIR};
+pub use driver::{DATA_DIRECT_DRIVER_DIR, NVIDIA_DRIVER, NVIDIA_DRIVER_DIR};
 
 pub use facts::{FactSource, Facts, SourceError};
 

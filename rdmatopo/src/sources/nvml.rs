@@ -187,7 +187,36 @@ fn read_gpu(nvml: &Nvml, dev: &Device, position: u32) -> Result<NvmlGpu, NvmlErr
         pcie: has_pcie.then_some(pcie),
         nvlinks: read_nvlinks(nvml, dev),
         topology: Default::default(),
+        c2c_links: c2c_links(nvml, dev),
     })
+}
+
+/// Active NVLink-C2C links, counted as NCCL does (`ncclTopoGetXmlFromGpu`,
+/// src/graph/xml.cc, v2.30.7-1): `NVML_FI_DEV_C2C_LINK_COUNT`, then per link (the
+/// field's scope) `NVML_FI_DEV_C2C_LINK_GET_STATUS` = 1. nvml-wrapper's field query has
+/// no scope, so the function is called directly.
+fn c2c_links(nvml: &Nvml, dev: &Device) -> Option<u32> {
+    use nvml_wrapper_sys::bindings::{field_id, nvmlFieldValue_t};
+    let sym = nvml.lib().nvmlDeviceGetFieldValues.as_ref().ok()?;
+    let query = |id: u32, scope: u32| -> Option<u32> {
+        // SAFETY: nvmlFieldValue_t is plain C data; all-zero is a valid value.
+        let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+        v.fieldId = id;
+        v.scopeId = scope;
+        // SAFETY: `sym` is libnvidia-ml's nvmlDeviceGetFieldValues with this prototype;
+        // the handle belongs to `nvml`, alive for the call; `v` is one writable value.
+        let status = unsafe { sym(dev.handle(), 1, &mut v) };
+        // SAFETY: these fields are unsigned ints (nvml.h), so `uiVal` is the member set;
+        // unset, it is the zero written above.
+        let value = unsafe { v.value.uiVal };
+        (status == 0 && v.nvmlReturn == 0).then_some(value)
+    };
+    let count = query(field_id::NVML_FI_DEV_C2C_LINK_COUNT, 0)?;
+    Some(
+        (0..count)
+            .filter(|l| query(field_id::NVML_FI_DEV_C2C_LINK_GET_STATUS, *l) == Some(1))
+            .count() as u32,
+    )
 }
 
 /// MIG devices present on a GPU in MIG mode (empty slots answer `NotFound`): how

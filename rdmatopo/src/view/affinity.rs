@@ -300,6 +300,37 @@ fn nvlinks_between(topo: &Topology, a: PciAddr, b: PciAddr) -> u32 {
     to_switch(ga).min(to_switch(gb)) as u32
 }
 
+/// How a GPU is known to reach its CPU over NVLink-C2C (Grace: GH200, GB200, GB300;
+/// GB10), which NCCL treats as a `C2C` link from GPU to CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum C2cAttach {
+    /// NVML counts this many active C2C links (what NCCL itself reads).
+    Nvml(u32),
+    /// No NVML facts; the GPU hangs directly from an NVIDIA root port (Grace
+    /// `10de:22b1/22b2/22b8`, Vera `10de:2f95/2f96`, GB10 `10de:22d1`, as rdma-core's
+    /// kernel-boot/rdma_topo and the DGX Spark's lspci name them), as a GH200's, a
+    /// GB200's and a GB10's do. A PCIe GPU in a Grace server's slot does too, so this
+    /// says "likely", not "is": only NVML tells.
+    NvidiaRootPort(PciAddr),
+}
+
+/// Whether `gpu` is attached to its CPU by NVLink-C2C: NVML's count where NVML
+/// answered for it, else its root port's vendor; `None` when neither says so.
+pub fn c2c_attach(topo: &Topology, gpu: &PciFunction) -> Option<C2cAttach> {
+    if let Some(n) = topo.nvml.as_ref().and_then(|s| {
+        s.gpus
+            .iter()
+            .find(|g| g.bus_id.parse::<PciAddr>().ok() == Some(gpu.address))
+    }) {
+        return n.c2c_links.filter(|c| *c > 0).map(C2cAttach::Nvml);
+    }
+    let ancestors = topo.ancestors(gpu.address);
+    let [root] = ancestors.as_slice() else {
+        return None;
+    };
+    (root.vendor == 0x10de && root.is_bridge()).then_some(C2cAttach::NvidiaRootPort(root.address))
+}
+
 /// One row/column of the matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MatrixDevice {

@@ -197,7 +197,17 @@ impl Plan {
         gpus_in_use.dedup();
 
         let mut excluded = Vec::new();
-        let usable = select_ports(&topo, &view, &gpus_in_use, &mut excluded, &mut notes);
+        let data_direct = DataDirect::from_env(env);
+        let usable = select_ports(
+            &topo,
+            &view,
+            &gpus_in_use,
+            data_direct,
+            &mut excluded,
+            &mut notes,
+        );
+        data_direct_note(&topo, &usable, data_direct, &mut notes);
+        c2c_note(&topo, &gpus_in_use, &usable, env, &mut notes);
         let nics = physical_nics(&usable);
         let policy = NetDevsPolicy::from_env(env);
         let per_gpu = assign_nics(&topo, &gpus_in_use, &usable, &nics, policy);
@@ -552,6 +562,7 @@ fn select_ports<'t>(
     topo: &'t Topology,
     view: &ContainerView,
     gpus: &[PciAddr],
+    data_direct: DataDirect,
     excluded: &mut Vec<Exclusion>,
     notes: &mut Vec<String>,
 ) -> Vec<Cand<'t>> {
@@ -595,7 +606,12 @@ fn select_ports<'t>(
             Ownership::Unknown => assumed.push(dev.name.as_str()),
             Ownership::Owned => {}
         }
-        let func = dev.pci.and_then(|a| topo.pci_function(a));
+        // NCCL's place for the device: its Data Direct DMA function where NCCL uses it.
+        let func = dev
+            .data_direct
+            .filter(|_| data_direct.uses_dma())
+            .or(dev.pci)
+            .and_then(|a| topo.pci_function(a));
         for port in &dev.ports {
             let fabric = if port.link_layer == Some(crate::parse::LinkLayer::InfiniBand) {
                 Some(Fabric::InfiniBand)
@@ -964,6 +980,140 @@ pub fn preferred_hcas(topo: &Topology) -> BTreeMap<PciAddr, (Vec<String>, PathCl
         .into_iter()
         .map(|(g, a)| (g, (a.ports, a.class)))
         .collect()
+}
+
+/// `NCCL_IB_DATA_DIRECT` (`ncclIbInitDevices`, src/transport/net_ib/init.cc, v2.30.7-1;
+/// the same since v2.28.3-1, src/transport/net_ib.cc): for an mlx5 device with a Data
+/// Direct DMA function, 1 (the default; any value above 0 but 2) exposes only
+/// `<dev>_dma`, placed at the DMA function; 2 exposes `<dev>` at its PF and
+/// `<dev>_dma`; 0 (or below) only `<dev>`. 2.27 (where the variable came) exposed both
+/// whenever it was not 0. Read as `ncclLoadParam` does; a
+/// value it refuses keeps the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DataDirect {
+    /// `<dev>` at its PF only.
+    Off,
+    /// `<dev>_dma` at the DMA function only (the default).
+    #[default]
+    DmaOnly,
+    /// Both.
+    Both,
+}
+
+impl DataDirect {
+    /// The mode of `NCCL_IB_DATA_DIRECT` in `env`.
+    pub fn from_env(env: &BTreeMap<String, String>) -> Self {
+        match env
+            .get("NCCL_IB_DATA_DIRECT")
+            .and_then(|v| crate::parse::parse_nccl_int(v).ok())
+        {
+            Some(v) if v <= 0 => Self::Off,
+            Some(2) => Self::Both,
+            _ => Self::DmaOnly,
+        }
+    }
+
+    /// Whether NCCL places a Data Direct device at its DMA function. Under 2 it exposes
+    /// both, and its search takes the closer, the DMA function beside the GPU.
+    pub fn uses_dma(self) -> bool {
+        self != Self::Off
+    }
+}
+
+/// Which devices NCCL exposes under which name and where, once for the node.
+fn data_direct_note(
+    topo: &Topology,
+    usable: &[Cand],
+    data_direct: DataDirect,
+    notes: &mut Vec<String>,
+) {
+    let mut devices: Vec<(&str, PciAddr)> = Vec::new();
+    for c in usable {
+        if let Some(d) = c.dev.data_direct
+            && !devices.iter().any(|(n, _)| *n == c.dev.name)
+        {
+            devices.push((c.dev.name.as_str(), d));
+        }
+    }
+    if devices.is_empty() {
+        return;
+    }
+    let list = |f: &dyn Fn(&str, PciAddr) -> String| {
+        devices
+            .iter()
+            .map(|(n, a)| f(n, *a))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let pf = |n: &str| {
+        topo.rdma_device(n)
+            .and_then(|d| d.pci)
+            .map_or("?".to_string(), |a| a.to_string())
+    };
+    notes.push(match data_direct {
+        DataDirect::DmaOnly => format!(
+            "ConnectX-8 Data Direct: NCCL 2.28+ (NCCL_IB_DATA_DIRECT=1, its default) exposes {} at the Data Direct DMA function beside the GPU, in place of the device at its PF (2.27 exposed both); the plan places it there. NCCL_IB_HCA names the verbs device (mlx5_0 selects mlx5_0_dma). Without DMA-BUF or rdma-core's mlx5dv_get_data_direct_sysfs_path (MLX5_1.25) NCCL falls back to the PF",
+            list(&|n, a| format!("{n}_dma ({a})")),
+        ),
+        DataDirect::Both => format!(
+            "ConnectX-8 Data Direct: NCCL_IB_DATA_DIRECT=2 exposes each device twice, at its PF and as <dev>_dma at its DMA function ({}); the plan places them at the DMA function, the closer to the GPU",
+            list(&|n, a| format!("{n} at {}, {n}_dma at {a}", pf(n))),
+        ),
+        DataDirect::Off => format!(
+            "ConnectX-8 Data Direct: NCCL_IB_DATA_DIRECT at 0 leaves the DMA functions unused ({}); NCCL places each device at its PF",
+            list(&|n, a| format!("{n}: {a}")),
+        ),
+    });
+}
+
+/// GPUs whose closest NIC hangs from their own CPU, which NVML says they reach over
+/// NVLink-C2C: NCCL types that path P2C and, under `NCCL_NET_GDR_C2C=1` (default since
+/// 2.27.3; src/graph/paths.cc, v2.30.7-1), uses GPUDirect RDMA on it. Said once for
+/// the node. Only NVML's word counts here (a placement read does not read a root
+/// port's ids); the doctor also weighs the root port.
+fn c2c_note(
+    topo: &Topology,
+    gpus: &[PciAddr],
+    usable: &[Cand],
+    env: &BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) {
+    use super::affinity::{C2cAttach, c2c_attach};
+    let over: Vec<String> = gpus
+        .iter()
+        .filter(|g| {
+            let best = usable
+                .iter()
+                .map(|c| gpu_nic_class(topo, **g, c.func))
+                .min_by_key(PathClass::rank);
+            matches!(best, Some(PathClass::Node | PathClass::Phb))
+                && topo
+                    .pci_function(**g)
+                    .and_then(|f| c2c_attach(topo, f))
+                    .is_some_and(|a| matches!(a, C2cAttach::Nvml(_)))
+        })
+        .map(ToString::to_string)
+        .collect();
+    if over.is_empty() {
+        return;
+    }
+    let gpus = over.join(", ");
+    let off = env
+        .get("NCCL_NET_GDR_C2C")
+        .is_some_and(|v| crate::parse::parse_nccl_int(v) == Ok(0));
+    notes.push(if let Some(level) = env.get("NCCL_NET_GDR_LEVEL") {
+        format!(
+            "GPU {gpus} reach their CPU over NVLink-C2C (NVML) and their NICs hang from that CPU, a P2C path; NCCL_NET_GDR_LEVEL={level} replaces NCCL's P2C level for GPUDirect RDMA"
+        )
+    } else if off {
+        format!(
+            "GPU {gpus} reach their CPU over NVLink-C2C (NVML) and their NICs hang from that CPU, a P2C path, where NCCL_NET_GDR_C2C=0 turns GPUDirect RDMA off: unset it (NCCL >= 2.27.3 defaults to 1)"
+        )
+    } else {
+        format!(
+            "GPU {gpus} reach their CPU over NVLink-C2C (NVML) and their NICs hang from that CPU, a P2C path: NCCL >= 2.27.3 uses GPUDirect RDMA on it (NCCL_NET_GDR_C2C=1, its default; 2.26 needs it set, older versions NCCL_NET_GDR_LEVEL=PHB)"
+        )
+    });
 }
 
 /// NCCL's preference per GPU: the physical NICs at the closest class; GPUs that tie on

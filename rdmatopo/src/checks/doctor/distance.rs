@@ -5,7 +5,9 @@ use super::pcie;
 use super::report::Sink;
 use super::words::{list, pci_dir};
 use crate::model::PciFunction;
-use crate::view::affinity::PathClass;
+use crate::parse::PciAddr;
+use crate::view::affinity::{C2cAttach, PathClass, c2c_attach, path_class};
+use crate::view::plan::DataDirect;
 use crate::view::scope::Scope;
 
 pub(super) fn check(scope: &Scope, out: &mut Sink) {
@@ -25,6 +27,8 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
     let mut ok = Vec::new();
     // GPUs whose nearest NIC anywhere is beyond PXB: a property of the machine.
     let mut no_gdr: Vec<(String, PathClass)> = Vec::new();
+    // GPUs whose NIC is on their own CPU, which they reach over NVLink-C2C: P2C.
+    let mut over_c2c: Vec<(String, PathClass, C2cAttach)> = Vec::new();
     for gn in &scope.gpu_nics {
         let Some(gf) = scope.function(gn.gpu.pci) else {
             continue;
@@ -36,8 +40,23 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
         };
         if !pcie::recommends(gn.class, best_class) {
             ok.push(format!("{gpu_label} {} {}", gn.class, list(&used)));
+            // NCCL's own place for a Data Direct NIC: its DMA function (NCCL_IB_DATA_DIRECT).
+            // NCCL then takes the closest one, so any within PXB of the GPU keeps GDR on.
+            let dd_on = DataDirect::from_env(&scope.topo.process.env).uses_dma();
+            if dd_on
+                && gn.nics.iter().any(|d| {
+                    d.data_direct
+                        .and_then(|a| scope.function(a))
+                        .is_some_and(|dma| path_class(scope.topo, gf, dma).allows_gdr())
+                })
+            {
+                continue;
+            }
             if !gn.class.allows_gdr() {
-                no_gdr.push((gpu_label, gn.class));
+                match p2c(scope, gf, gn.class) {
+                    Some(attach) => over_c2c.push((gpu_label, gn.class, attach)),
+                    None => no_gdr.push((gpu_label, gn.class)),
+                }
             }
             continue;
         }
@@ -135,6 +154,46 @@ pub(super) fn check(scope: &Scope, out: &mut Sink) {
             )),
         );
     }
+    if !over_c2c.is_empty() {
+        let names: Vec<String> = over_c2c
+            .iter()
+            .map(|(g, c, _)| format!("{g} (NIC at {c})"))
+            .collect();
+        let ports: Vec<PciAddr> = over_c2c
+            .iter()
+            .filter_map(|(_, _, a)| match a {
+                C2cAttach::NvidiaRootPort(rp) => Some(*rp),
+                C2cAttach::Nvml(_) => None,
+            })
+            .collect();
+        let one = over_c2c.len() == 1;
+        let how = if ports.is_empty() {
+            format!(
+                "{} its CPU over NVLink-C2C (NVML counts active C2C links)",
+                if one { "reaches" } else { "reach" }
+            )
+        } else {
+            format!(
+                "{} directly from an NVIDIA root port ({}), as C2C-attached GPUs (GH200, GB200, GB10) do; NVML's C2C link count, not read here, tells for certain",
+                if one { "hangs" } else { "hang" },
+                list(&ports.iter().map(ToString::to_string).collect::<Vec<_>>())
+            )
+        };
+        let mut f = out
+            .info(format!(
+                "{} {how}: {} from that CPU, a path NCCL >= 2.27.3 types P2C and uses GPUDirect RDMA on by default (NCCL_NET_GDR_C2C=1)",
+                list(&names),
+                if one { "its NIC hangs" } else { "their NICs hang" }
+            ))
+            .why("NCCL types a GPU-to-NIC path that goes up the GPU's C2C link to its CPU and down that CPU's PCIe to the NIC as P2C (src/graph/paths.cc, mergePathType), and NCCL_NET_GDR_C2C=1 (default since 2.27.3; 0 in 2.26, absent before) raises the GPUDirect RDMA level from PXB to P2C (ncclTopoCheckGdr)")
+            .fix("nothing to change with NCCL >= 2.27.3; NCCL 2.26 needs NCCL_NET_GDR_C2C=1, older versions NCCL_NET_GDR_LEVEL=PHB. NCCL_NET_GDR_LEVEL, when set, replaces the P2C level");
+        for rp in ports {
+            if let Some(rf) = scope.function(rp) {
+                f = f.with(pci_dir(rp), rf.path.clone());
+            }
+        }
+        out.push(f);
+    }
     if out.findings.is_empty() {
         out.note(ok.join("; "));
     }
@@ -156,4 +215,24 @@ fn fix_for(scope: &Scope, best: &PciFunction, used_is_vf: bool) -> String {
             "select {pf_label} for this GPU: `rdmatopo nccl-env` (or `rdmatopo exec`) gives each rank its nearest HCA"
         )
     }
+}
+
+/// Whether NCCL makes the path from `gpu` to a NIC at `class` P2C and uses GPUDirect
+/// RDMA on it (nccl src/graph/paths.cc, v2.30.7-1): the GPU reaches its CPU over C2C,
+/// the NIC hangs from that CPU's PCIe (NODE or PHB here: PHB to the CPU in NCCL's
+/// terms), `NCCL_NET_GDR_C2C` is not 0 and `NCCL_NET_GDR_LEVEL` is unset (it replaces
+/// the P2C level; the `gdr-level` check judges it).
+fn p2c(scope: &Scope, gpu: &PciFunction, class: PathClass) -> Option<C2cAttach> {
+    if !matches!(class, PathClass::Node | PathClass::Phb) {
+        return None;
+    }
+    let env = &scope.topo.process.env;
+    if env.contains_key("NCCL_NET_GDR_LEVEL")
+        || env
+            .get("NCCL_NET_GDR_C2C")
+            .is_some_and(|v| crate::parse::parse_nccl_int(v) == Ok(0))
+    {
+        return None;
+    }
+    c2c_attach(scope.topo, gpu)
 }

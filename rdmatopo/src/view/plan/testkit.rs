@@ -285,6 +285,7 @@ impl Builder {
                 netdev: spec.netdev.clone(),
             }],
             uverbs: None,
+            data_direct: None,
         });
         self
     }
