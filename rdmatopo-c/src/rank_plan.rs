@@ -6,7 +6,7 @@ use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
 use rdmatopo::model::LOCAL_RANK_VARS;
 use rdmatopo::view::plan::{Plan, RankPlan};
-use rdmatopo::view::{RankChoice, RankOutcome, RankRequest, WhenUnnamed};
+use rdmatopo::view::{RankChoice, RankOutcome, RankRequest, WhenNoRank};
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
 use std::ptr;
@@ -115,9 +115,8 @@ impl rdmatopo_rank_plan {
             local_world_size,
             env,
         };
-        let RankOutcome { plan, choice } = topo
-            .devices()
-            .rank_plan(request, WhenUnnamed::PlanTheNode)?;
+        let RankOutcome { plan, choice } =
+            topo.devices().rank_plan(request, WhenNoRank::PlanTheNode)?;
         let rank = match choice {
             RankChoice::Planned(rank) => rank,
             RankChoice::NoGpu => {

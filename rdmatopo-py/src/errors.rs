@@ -46,7 +46,7 @@ create_exception!(
     rdmatopo,
     OutsideViewError,
     AnalysisError,
-    "A fact of a device outside the topology's view: in a container's owned view (discover(view=\"owned\")), another container's RDMA device is only named (Topology.other_nics), and a device its answers place without owning it (a PF of its VFs, a NIC beside one of its GPUs) is an outline (Nic.outline) that answers only its name, PCI address and uverbs node."
+    "A fact of a device outside the topology's view: in a container's owned view (discover(view=\"owned\")), another container's RDMA device is only named (Topology.other_nics), and a device its answers place without owning it (a PF of its VFs, a NIC beside one of its GPUs) is read in part (Nic.partial): it answers only its name, PCI address and uverbs node."
 );
 create_exception!(
     rdmatopo,

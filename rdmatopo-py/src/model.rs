@@ -265,7 +265,7 @@ impl Port {
 pub struct Nic(pub(crate) model::RdmaDevice, pub(crate) bool);
 
 impl Nic {
-    /// The device, when read in full; its outline (in an owned view, a device the
+    /// The device, when read in full; its partial read (in an owned view, a device the
     /// container's answers place without owning it) answers only name, PCI address and
     /// uverbs node.
     fn whole(&self) -> PyResult<&model::RdmaDevice> {
@@ -325,11 +325,11 @@ impl Nic {
     fn ports<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.whole()?.ports.iter().cloned().map(Port))
     }
-    /// Whether only the outline of this device was read (in an owned view, a device
+    /// Whether this device was read only in part (in an owned view, a device
     /// the container's answers place without owning it: a PF of its VFs, a NIC beside
     /// one of its GPUs): its other facts raise `OutsideViewError`.
     #[getter]
-    fn outline(&self) -> bool {
+    fn partial(&self) -> bool {
         self.1
     }
     /// `uverbs<N>` character device of this device.

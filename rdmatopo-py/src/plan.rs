@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyTuple};
 use rdmatopo::parse::CpuSet;
 use rdmatopo::view::plan::Plan;
-use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, ViewError, WhenUnnamed};
+use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, ViewError, WhenNoRank};
 use std::collections::BTreeMap;
 
 /// A rank number from Python: a non-negative `int`.
@@ -67,7 +67,7 @@ pub(crate) fn plan(
         .extract()?;
     let request = rank_request(local_rank, local_world_size, env)?;
     let RankOutcome { plan, choice } = devices
-        .rank_plan(request, WhenUnnamed::LoneProcess)
+        .rank_plan(request, WhenNoRank::SingleProcess)
         .map_err(Error::from)?;
     let RankChoice::Planned(rank_plan) = choice else {
         let why = match plan.notes.as_slice() {

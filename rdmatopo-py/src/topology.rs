@@ -17,9 +17,9 @@ use std::sync::OnceLock;
 /// `view="owned"` (the default, as the CLI's): inside a container whose devices are
 /// certain, only its own GPUs and RDMA devices are read in full; other containers'
 /// RDMA devices are only named (`Topology.other_nics`), and those its answers place
-/// (a PF of its VFs, a NIC beside one of its GPUs) are outlines (`Nic.outline`).
+/// (a PF of its VFs, a NIC beside one of its GPUs) are read in part (`Nic.partial`).
 /// `Topology.view` says which view it holds; facts of a device only named or an
-/// outline raise `OutsideViewError`. On a host, or where ownership is uncertain, and with
+/// partial read raise `OutsideViewError`. On a host, or where ownership is uncertain, and with
 /// `view="all"`, every device is read.
 ///
 /// The GIL is released while sysfs is read, so other Python threads keep running.
@@ -137,7 +137,7 @@ impl Topology {
     }
     /// The RDMA devices of this view (HCAs, their VFs, bonds, software devices), in
     /// natural name order: in a container's owned view those it holds in full (not the
-    /// outlines of a PF of its VFs or a NIC beside its GPUs; `all_nics` has them).
+    /// partial reads of a PF of its VFs or a NIC beside its GPUs; `all_nics` has them).
     #[getter]
     fn nics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(
@@ -150,7 +150,7 @@ impl Topology {
                 .collect::<Vec<_>>(),
         )
     }
-    /// Every RDMA device this topology holds, outlines included (`Nic.outline`; facts
+    /// Every RDMA device this topology holds, partial reads included (`Nic.partial`; facts
     /// of one beyond its name, PCI address and uverbs node raise `OutsideViewError`).
     #[getter]
     fn all_nics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -173,7 +173,7 @@ impl Topology {
         PyTuple::new(py, self.topo.numa_nodes.iter().cloned().map(NumaNode))
     }
     /// Which devices this topology holds in full: `"all"`, or `"owned"` (a container's
-    /// own devices; the others are named or outlines, see `discover`).
+    /// own devices; the others are named or partial reads, see `discover`).
     #[getter]
     fn view(&self) -> &'static str {
         if self.topo.view.is_some() {

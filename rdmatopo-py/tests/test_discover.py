@@ -209,7 +209,7 @@ def test_repr_is_readable(largest_root: Path) -> None:
 
 def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
     """`discover()` takes the CLI's default view: inside a container whose devices are
-    certain, its own devices in full and the others in outline; `matrix()` is then
+    certain, its own devices in full and the others in part; `matrix()` is then
     `rdmatopo topo`'s and the plan the whole read's."""
     root = str(fixture_root)
     owned, whole = rdmatopo.discover(root), rdmatopo.discover(root, view="all")
@@ -225,8 +225,8 @@ def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
     held = {n.name for n in owned.all_nics}
     assert held.isdisjoint(owned.other_nics)
     assert held | set(owned.other_nics) == {n.name for n in whole.nics}
-    # Its own, as `rdmatopo topo` shows them: no outline among them.
-    assert {n.name for n in owned.nics} == {n.name for n in owned.all_nics if not n.outline}
+    # Its own, as `rdmatopo topo` shows them: no partial read among them.
+    assert {n.name for n in owned.nics} == {n.name for n in owned.all_nics if not n.partial}
     assert len(owned.gpus) == sum(1 for g in owned.all_gpus if g.view_index is not None)
     for name in owned.other_nics[:3]:
         with pytest.raises(rdmatopo.OutsideViewError, match=name):
@@ -239,13 +239,13 @@ def test_the_default_view_is_the_cli_s(fixture_root: Path, cli: Path) -> None:
         assert owned.plan(0).to_json() == expected
     assert owned.doctor().to_json() == whole.doctor().to_json()
     # The PFs of its VFs are held in part: their GIDs are outside the view.
-    outlines = [n for n in owned.all_nics if n.outline]
-    for nic in outlines[:3]:
+    partial_nics = [n for n in owned.all_nics if n.partial]
+    for nic in partial_nics[:3]:
         with pytest.raises(rdmatopo.OutsideViewError, match=nic.name):
             nic.ports
         with pytest.raises(rdmatopo.OutsideViewError):
             owned.path("GPU0", nic)
-        # What an outline does answer is true: its name always, its function and uverbs
+        # What a partial read does answer is true: its name always, its function and uverbs
         # node where they were traced (another container's device costs its name only).
         same = next(n for n in whole.nics if n.name == nic.name)
         assert nic.pci in (None, same.pci) and nic.uverbs in (None, same.uverbs)

@@ -33,12 +33,12 @@ def test_nics_are_the_pods_own_and_every_one_answers() -> None:
     names = [n.name for n in topo.nics]
     assert names == ["mlx5_17", "mlx5_19"]
     for nic in topo.nics:
-        assert not nic.outline
+        assert not nic.partial
         assert nic.ports  # no OutsideViewError
-    outlines = [n for n in topo.all_nics if n.outline]
-    assert outlines, "the PFs of its VFs are outlines"
+    partial_nics = [n for n in topo.all_nics if n.partial]
+    assert partial reads, "the PFs of its VFs are read in part"
     with pytest.raises(rdmatopo.OutsideViewError):
-        outlines[0].ports
+        partial_nics[0].ports
 
 
 def test_an_integer_names_a_gpu_as_the_cli_does() -> None:

@@ -15,12 +15,12 @@
 //! # Ok::<(), rdmatopo::Error>(())
 //! ```
 //!
-//! Floors, each importing only those below it (ARCHITECTURE.md): [`sysfs`] is the only
+//! Layers, each importing only those below it (ARCHITECTURE.md): [`sysfs`] is the only
 //! code that reads the filesystem; [`parse`] turns text into values; [`model`] is the
 //! plain data; [`sources`] brings NVML and libibverbs facts, live or replayed;
 //! [`snapshot`] reads and writes captured roots; [`discover`](mod@discover) builds the
 //! [`Topology`]; [`view`] holds the facts every answer builds on (path classes, the
-//! devices judged, the rank plan, GID choice) and the facade the faces call;
+//! devices judged, the rank plan, GID choice) and the facade the front ends call;
 //! [`checks`] judges a view (doctor, the sources cross-check, diff, cluster);
 //! [`export`] writes other tools' formats (the nvidia-smi table, NCCL XML, Kubernetes).
 
@@ -135,7 +135,7 @@ pub fn discover_needs(fs: &Sysfs, needs: Needs) -> Result<Topology, Error> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum View {
     /// The devices this container owns, when that is certain: every other device is an
-    /// outline (`Topology::view` says which are whole). On a host, or where ownership is
+    /// partial read (`Topology::view` says which are whole). On a host, or where ownership is
     /// uncertain, every device.
     #[default]
     Owned,
@@ -168,7 +168,7 @@ pub fn discover_view(fs: &Sysfs, needs: Needs, view: View) -> Result<Topology, E
     Ok(d.discover()?)
 }
 
-/// The devices a container certainly owns, from an outline of the machine.
+/// The devices a container certainly owns, from a partial read of the machine.
 fn owned_focus(topo: &Topology) -> Option<discover::Focus> {
     let owned = view::container::ContainerView::of(topo);
     // The devices only named are another container's only if `/dev` was listed: it

@@ -259,7 +259,7 @@ impl Capture {
             }
         }
         // Which functions the nvidia driver holds: a read that places only the GPUs
-        // (topo, a container's outline) takes them from this listing, which the whole
+        // (topo, a container's partial read) takes them from this listing, which the whole
         // read does not make (it reads every function).
         if fs.exists(NVIDIA_DRIVER_DIR) {
             w.add(NVIDIA_DRIVER_DIR, 0);

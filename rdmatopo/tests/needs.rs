@@ -620,7 +620,7 @@ fn pci_ids_from_uevent_are_the_attribute_files_ids() {
             );
             assert!(ids_read_without > 0, "{name} {view:?}");
             // A whole read holds every function's subsystem ids (an owned view's
-            // outlines hold none).
+            // partial reads hold none).
             assert!(
                 view == View::Owned || from_uevent.pci.iter().all(|f| f.subsystem_vendor.is_some()),
                 "{name} {view:?}"

@@ -11,7 +11,7 @@ use rdmatopo::export::nccl_xml::{self, XmlOptions};
 use rdmatopo::export::qos;
 use rdmatopo::sysfs::MemTree;
 use rdmatopo::view::TopoMatrix;
-use rdmatopo::view::container::{ContainerView, Shown};
+use rdmatopo::view::container::{ContainerView, DisplayedDevices};
 use rdmatopo::view::plan::{Plan, PlanOptions};
 use rdmatopo::{Needs, Sysfs, Topology, View, discover_view};
 use std::path::PathBuf;
@@ -73,7 +73,7 @@ fn the_owned_view_gives_the_whole_answer_on_every_fixture() {
         );
         assert_same_answers(&name, &all, &owned);
         assert!(n_owned < n_all, "{name}: {n_owned} >= {n_all} files");
-        // Foreign devices are named, or outlines (a PF's) read in part.
+        // Foreign devices are named, or partial reads (a PF's) read in part.
         let view = owned.view.as_ref().unwrap();
         for d in &owned.rdma_devices {
             let whole =
@@ -129,7 +129,7 @@ fn the_devices_answers_show_are_the_whole_reads() {
         let whole = discover_view(&support::open(&root), Needs::ALL, View::All).unwrap();
         for needs in [Needs::GIDS, Needs::NETDEVS] {
             let owned = discover_view(&support::open(&root), needs, View::Owned).unwrap();
-            let shown = Shown::of(&owned, false);
+            let shown = DisplayedDevices::of(&owned, false);
             let Some(devices) = &shown.owned_rdma else {
                 if owned.view.is_none() && !ContainerView::of(&whole).context.is_container() {
                     let host = discover_view(&support::open(&root), needs, View::All).unwrap();
@@ -141,10 +141,10 @@ fn the_devices_answers_show_are_the_whole_reads() {
             // `gids` and `netdevs` show RDMA devices, and read no NVML facts: the GPUs
             // they own may be decided on less evidence (pod-h100-cdi-devnodes: a node NVML
             // would rule out), and they show none.
-            let rdma = |s: &Shown| (s.owned_rdma.clone(), s.left_out.clone(), s.context);
+            let rdma = |s: &DisplayedDevices| (s.owned_rdma.clone(), s.left_out.clone(), s.context);
             assert_eq!(
                 rdma(&shown),
-                rdma(&Shown::of(&whole, false)),
+                rdma(&DisplayedDevices::of(&whole, false)),
                 "{name}: {needs:?} shown"
             );
             for d in devices {
@@ -160,7 +160,10 @@ fn the_devices_answers_show_are_the_whole_reads() {
             }
         }
         let (all, owned, _, _) = both(|| support::open(&root), Needs::ALL);
-        let (shown_all, shown_owned) = (Shown::of(&all, false), Shown::of(&owned, false));
+        let (shown_all, shown_owned) = (
+            DisplayedDevices::of(&all, false),
+            DisplayedDevices::of(&owned, false),
+        );
         assert_eq!(shown_owned, shown_all, "{name}: shown");
         assert_eq!(
             qos::report_shown(&owned, &shown_owned),
@@ -242,7 +245,7 @@ fn pod_sriov_reads_one_gid_table_and_names_the_rest() {
 }
 
 /// A pod whose VF is far from its GPU: the owned view reads what sits below the GPU's
-/// root port (the nearer PF, its VFs, the switch ports), their RDMA devices outlines
+/// root port (the nearer PF, its VFs, the switch ports), their RDMA devices partial reads
 /// with their function; a pod whose VF is beside its GPU reads none of it.
 #[test]
 fn a_gpu_far_from_its_nics_reads_what_is_beside_it() {

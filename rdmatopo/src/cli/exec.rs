@@ -12,8 +12,8 @@ use clap::Args;
 use rdmatopo::checks::doctor::nccl_variable_findings;
 use rdmatopo::model::LOCAL_RANK_VARS;
 use rdmatopo::parse::CpuSet;
-use rdmatopo::view::scope::{Judging, Scope};
-use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, WhenUnnamed};
+use rdmatopo::view::scope::{CheckedDevices, Scope};
+use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, WhenNoRank};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -113,7 +113,7 @@ fn plan(args: &ExecArgs, live: bool) -> Result<(RankOutcome, Vec<String>), Strin
                 local_world_size: None,
                 env,
             },
-            WhenUnnamed::PlanTheNode,
+            WhenNoRank::PlanTheNode,
         )
         .map_err(|e| e.to_string())?;
     let warnings = undone_by_environment(topo, &outcome, args.override_env);
@@ -137,7 +137,11 @@ fn undone_by_environment(
     }
     topo.process.env = env;
     // The plan made for the rank is the node's: judged against it, not made again.
-    let scope = Scope::judging_planned(&topo, Judging::this_process(&topo), Some(&outcome.plan));
+    let scope = Scope::judging_planned(
+        &topo,
+        CheckedDevices::this_process(&topo),
+        Some(&outcome.plan),
+    );
     nccl_variable_findings(&scope)
         .into_iter()
         .map(|f| match f.fix.as_str() {

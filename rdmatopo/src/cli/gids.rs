@@ -15,7 +15,7 @@ use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::{Gid, Port, RdmaDevice};
 use rdmatopo::parse::{gid_is_link_local, ls_cmp, parse_gid};
-use rdmatopo::view::container::Shown;
+use rdmatopo::view::container::DisplayedDevices;
 use rdmatopo::view::gid::{GidChoice, NcclGidEnv, choose_gid, nccl_gid_index, of_other_namespace};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -87,7 +87,7 @@ fn key(dev: &RdmaDevice, port: u32) -> String {
 
 pub fn run(args: &GidsArgs) -> Result<Output, String> {
     let topo = args.root.discover_owned(rdmatopo::Needs::GIDS, args.all)?;
-    let shown = Shown::of(&topo, args.all);
+    let shown = DisplayedDevices::of(&topo, args.all);
     let devices: Vec<&RdmaDevice> = match &args.device {
         Some(name) if shown.left_out.contains(name) => {
             return Err(format!(

@@ -6,7 +6,7 @@ use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::export::nccl_xml::{self, XmlOptions};
 use rdmatopo::model::Diagnostic;
-use rdmatopo::view::container::Shown;
+use rdmatopo::view::container::DisplayedDevices;
 use rdmatopo::view::plan::{DataDirect, Plan, PlanOptions, preferred_hcas};
 use rdmatopo::view::{PathClass, TopoMatrix};
 use serde::Serialize;
@@ -49,7 +49,7 @@ pub fn run(args: &NcclTopoArgs) -> Result<Output, String> {
 
 fn write(args: &NcclTopoArgs) -> Result<Output, String> {
     let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
-    let shown = Shown::of(&topo, args.all);
+    let shown = DisplayedDevices::of(&topo, args.all);
     // The file must use the bus ids NCCL will compute: VF merging is off when the
     // environment or the plan turns it off.
     let env_off = topo

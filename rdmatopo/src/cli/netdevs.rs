@@ -8,7 +8,7 @@ use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::model::{Netdev, Port, RdmaDevice};
 use rdmatopo::parse::ls_cmp;
-use rdmatopo::view::container::Shown;
+use rdmatopo::view::container::DisplayedDevices;
 use rdmatopo::view::gid::is_roce;
 use serde::Serialize;
 use std::fmt::Write;
@@ -83,7 +83,7 @@ pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
     let topo = args
         .root
         .discover_owned(rdmatopo::Needs::NETDEVS, args.all)?;
-    let shown = Shown::of(&topo, args.all);
+    let shown = DisplayedDevices::of(&topo, args.all);
     // In `ibdev2netdev`'s order: `ls` of the devices, then of each one's ports.
     let mut devices: Vec<&RdmaDevice> = topo
         .rdma_devices
@@ -127,7 +127,7 @@ pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
 /// prints (Mellanox/mlnx-tools at 290a843^), so scripts that split it on spaces or match
 /// it whole read it as they read the tool's. A port with no netdev in this namespace,
 /// which the tool drops silently, and a bond's slaves are said on stderr.
-fn table(topo: &Topology, rows: &[Row], shown: &Shown) -> (String, String) {
+fn table(topo: &Topology, rows: &[Row], shown: &DisplayedDevices) -> (String, String) {
     let mut s = String::new();
     let mut notes = String::new();
     if rows.is_empty() && shown.left_out.is_empty() {

@@ -6,7 +6,7 @@ use super::args::{Format, RootArgs};
 use super::output::{Output, json};
 use clap::Args;
 use rdmatopo::export::qos::{report_shown, table};
-use rdmatopo::view::container::Shown;
+use rdmatopo::view::container::DisplayedDevices;
 
 #[derive(Args, Debug)]
 pub struct QosArgs {
@@ -22,7 +22,7 @@ pub struct QosArgs {
 
 pub fn run(args: &QosArgs) -> Result<Output, String> {
     let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
-    let v = report_shown(&topo, &Shown::of(&topo, args.all));
+    let v = report_shown(&topo, &DisplayedDevices::of(&topo, args.all));
     let text = match args.format {
         Format::Json => json(&v),
         Format::Table => table(&topo.root, &v),

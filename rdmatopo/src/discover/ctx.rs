@@ -12,11 +12,11 @@ pub(crate) struct Ctx<'a> {
     pub fs: &'a Sysfs,
     pub diags: Vec<Diagnostic>,
     pub needs: Needs,
-    /// Reading every device in outline, for a [`Narrowing`](super::Narrowing) to
+    /// Reading every device in part, for a [`Narrowing`](super::Narrowing) to
     /// choose from.
-    pub outline: bool,
-    /// In an outline, the functions this container names (its netdevs', `PCIDEVICE_*`)
-    /// and those of its candidate RDMA devices: found by the RDMA outline, placed by the
+    pub partial: bool,
+    /// In a partial read, the functions this container names (its netdevs', `PCIDEVICE_*`)
+    /// and those of its candidate RDMA devices: found by the partial RDMA read, placed by the
     /// PCI one.
     pub named_functions: BTreeSet<PciAddr>,
     /// On a reading thread of [`Ctx::par_filter_map`], the threads its share of the
@@ -37,7 +37,7 @@ impl<'a> Ctx<'a> {
             fs,
             diags: Vec::new(),
             needs,
-            outline: false,
+            partial: false,
             named_functions: BTreeSet::new(),
             threads: None,
             rdma_limits_later: false,
@@ -174,8 +174,8 @@ impl<'a> Ctx<'a> {
             return out;
         }
         let limit = self.threads.unwrap_or_else(thread_limit);
-        let (fs, needs, outline, last_table_len) =
-            (self.fs, self.needs, self.outline, self.last_table_len);
+        let (fs, needs, partial, last_table_len) =
+            (self.fs, self.needs, self.partial, self.last_table_len);
         let next = std::sync::atomic::AtomicUsize::new(0);
         // A quarter of what makes a thread worth starting: one GID-table-sized device,
         // or a few PCI functions.
@@ -184,7 +184,7 @@ impl<'a> Ctx<'a> {
         // diagnostics.
         let work = || {
             let mut ctx = Ctx {
-                outline,
+                partial,
                 threads: Some((limit / threads).max(1)),
                 last_table_len,
                 ..Ctx::new(fs, needs)

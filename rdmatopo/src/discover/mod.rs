@@ -32,7 +32,7 @@ pub enum DiscoverError {
 }
 
 /// The devices a container's answer is about, read in full while every other device
-/// stays an outline (see [`crate::model::DetailView`]).
+/// stays read in part (see [`crate::model::DetailView`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Focus {
     /// RDMA devices by name.
@@ -45,7 +45,7 @@ pub struct Focus {
 }
 
 /// How a container's read is narrowed to what it owns: decide the view first, then
-/// read. Discovery cannot judge ownership itself (that is the view floor's), so the
+/// read. Discovery cannot judge ownership itself (that is the view layer's), so the
 /// caller hands the two questions in (`rdmatopo::discover_view` passes the container
 /// view's answers).
 #[derive(Debug, Clone, Copy)]
@@ -53,7 +53,7 @@ pub struct Narrowing {
     /// From the process facts alone: whether this is a container (else the read is
     /// as the needs say, unchanged).
     pub in_container: fn(&Topology) -> bool,
-    /// From an outline of every device (names, functions, uverbs nodes, this
+    /// From a partial read of every device (names, functions, uverbs nodes, this
     /// namespace's netdevs, the process view): the devices to read in full, or `None`
     /// when ownership is not certain, and everything is read.
     pub focus: fn(&Topology) -> Option<Focus>,
@@ -71,7 +71,7 @@ pub struct Discoverer<'a> {
 /// A check of the sources' facts against sysfs, run on the finished model of a read
 /// that needs it ([`Needs::cross_check`]); its diagnostics join the model's. The
 /// caller hands it in (`rdmatopo::discover_needs` passes the sources cross-check of
-/// `checks`), so discovery never imports the floors that judge its output.
+/// `checks`), so discovery never imports the layers that judge its output.
 pub type CrossCheck = fn(&Topology) -> Vec<Diagnostic>;
 
 impl std::fmt::Debug for Discoverer<'_> {
@@ -153,24 +153,24 @@ impl<'a> Discoverer<'a> {
             ctx.needs = needs;
             host::read_process_rest(&mut ctx, &mut probe.process);
         }
-        let mut outline = self.read(needs, true, Some((probe.process, ctx.diags)));
-        let mut doubts = doubts(&outline);
+        let mut partial = self.read(needs, true, Some((probe.process, ctx.diags)));
+        let mut doubts = doubts(&partial);
         if doubts.is_empty()
-            && let Some(focus) = (narrowing.focus)(&outline)
+            && let Some(focus) = (narrowing.focus)(&partial)
         {
-            match self.complete(&mut outline, needs, &focus) {
-                Ok(()) => return Ok(outline),
+            match self.complete(&mut partial, needs, &focus) {
+                Ok(()) => return Ok(partial),
                 Err(more) => doubts.extend(more),
             }
         }
         // Uncertain: the whole machine, as without narrowing, saying why. The sources'
-        // facts are the outline's: NVML's initialisation can cost more than the read.
+        // facts are the partial read's: NVML's initialisation can cost more than the read.
         let mut ctx = Ctx::new(self.fs, needs);
         let mut topo = Self::read_sysfs(&mut ctx, None);
-        topo.nvml = outline.nvml;
-        topo.verbs = outline.verbs;
+        topo.nvml = partial.nvml;
+        topo.verbs = partial.verbs;
         ctx.diags.extend(
-            outline
+            partial
                 .diagnostics
                 .into_iter()
                 .filter(|d| SOURCE_CODES.contains(&d.code.as_str())),
@@ -180,18 +180,18 @@ impl<'a> Discoverer<'a> {
         Ok(topo)
     }
 
-    /// Read the root for `needs`: every device in full, or (`outline`) every device in
-    /// outline for [`Narrowing::focus`] to choose from. `process`: the process view and
+    /// Read the root for `needs`: every device in full, or (`partial`) every device in
+    /// part for [`Narrowing::focus`] to choose from. `process`: the process view and
     /// its diagnostics, already read for these needs.
     fn read(
         &self,
         needs: Needs,
-        outline: bool,
+        partial: bool,
         process: Option<(Process, Vec<Diagnostic>)>,
     ) -> Topology {
         let mut ctx = Ctx::new(self.fs, needs);
-        ctx.outline = outline;
-        ctx.rdma_limits_later = outline;
+        ctx.partial = partial;
+        ctx.rdma_limits_later = partial;
         // Only where the answer needs them ([`Needs::sources`]).
         let sources: &[&dyn FactSource] = if needs.machine && needs.sources {
             &self.sources
@@ -269,17 +269,17 @@ impl<'a> Discoverer<'a> {
         }
         net::read_netdevs(ctx, &mut topo);
         rdma::link_port_netdevs(&mut topo);
-        if ctx.needs.qos && !ctx.outline {
+        if ctx.needs.qos && !ctx.partial {
             qos::read_qos(ctx, &mut topo);
         }
         topo
     }
 
     /// GPUs from the PCI tree and the sources' facts, then the cross-checks (of a
-    /// complete model: an outline is completed first).
+    /// complete model: a partial read is completed first).
     fn finish(&self, mut ctx: Ctx, mut topo: Topology) -> Topology {
         pci::fill_gpus(&mut topo);
-        if !ctx.outline {
+        if !ctx.partial {
             self.run_cross_check(&mut ctx, &topo);
         }
         topo.diagnostics = ctx.diags;
@@ -294,10 +294,10 @@ impl<'a> Discoverer<'a> {
         }
     }
 
-    /// Read the devices of `focus` in full into an outline: RDMA devices' ports, GIDs
+    /// Read the devices of `focus` in full into a partial read: RDMA devices' ports, GIDs
     /// and attributes, their functions, the PFs of VFs and the bridges above them, and
     /// (when needed) the QoS of those ports and netdevs.
-    /// `Err`: diagnostics saying why the outline cannot be trusted after all (a uverbs
+    /// `Err`: diagnostics saying why the partial read cannot be trusted after all (a uverbs
     /// node whose `ibdev` does not name its device).
     fn complete(
         &self,
@@ -319,7 +319,7 @@ impl<'a> Discoverer<'a> {
                 .filter(|d| focus.rdma_devices.contains(&d.name))
                 .filter_map(|d| d.pci),
         );
-        // A placement read's functions are whole in the outline already, but for the
+        // A placement read's functions are whole in the partial read already, but for the
         // GPUs' nodes.
         let detailed = if needs.pci <= PciFacts::Named {
             pci::place_gpus(&mut ctx, topo, &focus.functions);
@@ -332,15 +332,15 @@ impl<'a> Discoverer<'a> {
                 .filter(|a| !focus.functions.contains(a))
                 .copied()
                 .collect();
-            let beside = if needs.beside {
-                pci::read_beside(&mut ctx, topo, &focus.functions, &nics)
+            let neighbours = if needs.far_gpu_neighbours {
+                pci::read_far_gpu_neighbours(&mut ctx, topo, &focus.functions, &nics)
             } else {
                 Default::default()
             };
-            rdma::hold_others(&ctx, topo, &beside.devices);
-            functions.extend(beside.placed);
+            rdma::hold_others(&ctx, topo, &neighbours.devices);
+            functions.extend(neighbours.placed);
             let mut detailed = pci::read_focus(&mut ctx, topo, functions);
-            detailed.extend(beside.read);
+            detailed.extend(neighbours.read);
             detailed
         };
         // The RDMA devices of the PFs of its VFs: their ports carry the VFs' traffic
@@ -352,7 +352,7 @@ impl<'a> Discoverer<'a> {
             .filter(|d| focus.rdma_devices.contains(&d.name))
             .filter_map(|d| topo.pci_function(d.pci?)?.physfn)
             .collect();
-        // A PF's devices are those under its function; the outline only named them.
+        // A PF's devices are those under its function; the partial read only named them.
         let under_pfs: Vec<(String, PciAddr)> = pfs
             .iter()
             .filter(|_| needs.qos || needs.device > DeviceFacts::None)
@@ -394,7 +394,7 @@ impl<'a> Discoverer<'a> {
         }
         pci::fill_gpus(topo);
         self.run_cross_check(&mut ctx, topo);
-        let outline = topo.view.take().unwrap_or_default();
+        let partial = topo.view.take().unwrap_or_default();
         topo.view = Some(DetailView {
             rdma_devices: topo
                 .rdma_devices
@@ -411,8 +411,8 @@ impl<'a> Discoverer<'a> {
             pf_rdma_devices: pf_devices.into_iter().collect(),
             pci: detailed.into_iter().collect(),
             reason: focus.reason.clone(),
-            other_rdma_devices: outline.other_rdma_devices,
-            unnamed_rdma_devices: outline.unnamed_rdma_devices,
+            other_rdma_devices: partial.other_rdma_devices,
+            unnamed_rdma_devices: partial.unnamed_rdma_devices,
         });
         topo.diagnostics = ctx.diags;
         Ok(())
@@ -422,11 +422,11 @@ impl<'a> Discoverer<'a> {
 /// The diagnostics of the sources: unavailable, failed.
 const SOURCE_CODES: [&str; 2] = ["source-unavailable", "source-failed"];
 
-/// What in an outline says the container's evidence does not hold together, so that its
+/// What in a partial read says the container's evidence does not hold together, so that its
 /// view must not be narrowed: a uverbs node in `/dev/infiniband` that no RDMA device's
 /// verbs device is, a `PCIDEVICE_*` function missing from sysfs. Each a diagnostic
 /// naming the path.
-fn doubts(outline: &Topology) -> Vec<Diagnostic> {
+fn doubts(partial: &Topology) -> Vec<Diagnostic> {
     let widened = |path: &str, why: String| {
         Diagnostic::new(
             Severity::Warning,
@@ -436,13 +436,13 @@ fn doubts(outline: &Topology) -> Vec<Diagnostic> {
         )
     };
     let mut out = Vec::new();
-    for node in outline
+    for node in partial
         .process
         .dev_infiniband
         .iter()
         .filter(|n| n.starts_with("uverbs"))
     {
-        if !outline
+        if !partial
             .rdma_devices
             .iter()
             .any(|d| d.uverbs.as_deref() == Some(node.as_str()))
@@ -453,9 +453,9 @@ fn doubts(outline: &Topology) -> Vec<Diagnostic> {
             ));
         }
     }
-    for (key, item) in outline.process.pcidevice_items() {
+    for (key, item) in partial.process.pcidevice_items() {
         if let Ok(addr) = item.parse::<PciAddr>()
-            && outline.pci_function(addr).is_none()
+            && partial.pci_function(addr).is_none()
         {
             out.push(widened(
                 &format!("/sys/bus/pci/devices/{addr}"),

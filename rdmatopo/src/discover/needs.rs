@@ -4,7 +4,7 @@
 /// What an answer needs read. Each field is one kind of fact and alone decides the
 /// reads of it; each answer states its needs once, as one of the constants below
 /// (`topo`, `gids`, `netdevs`, `nccl-env`, and [`Needs::ALL`] for `doctor`, `inventory`
-/// and the faces). Inside a container the same needs hold for the devices it owns
+/// and the front ends). Inside a container the same needs hold for the devices it owns
 /// (see [`Narrowing`](super::Narrowing)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -45,7 +45,7 @@ pub struct Needs {
     pub cross_check: bool,
     /// Inside a container, the functions below the root port of an owned GPU whose NICs
     /// are all elsewhere (the nearer NIC and the switch ports a distance check weighs).
-    pub beside: bool,
+    pub far_gpu_neighbours: bool,
     /// Inside a container, which names of the RDMA devices it does not own an owned
     /// view keeps (it always knows how many there are).
     pub others: OtherNames,
@@ -63,7 +63,7 @@ pub enum OtherNames {
     /// `nccl-env`'s does).
     First(usize),
     /// Every one: what asks about a device by name (`gids --device`) and what lists
-    /// them all (`doctor`, `inventory`, the faces).
+    /// them all (`doctor`, `inventory`, the front ends).
     All,
 }
 
@@ -145,8 +145,8 @@ pub enum NetdevFacts {
     None,
     /// Name, function and kind; a VF is told by its `device/physfn` link only, so a VF
     /// whose PF is not visible (a VM) reads as physical.
-    Outline,
-    /// As [`NetdevFacts::Outline`], with `carrier`, `master` and bond for the netdevs
+    Identity,
+    /// As [`NetdevFacts::Identity`], with `carrier`, `master` and bond for the netdevs
     /// named by a port's GIDs or on an RDMA device's function (what `netdevs` prints).
     Printed,
     /// Name, function, kind and master of every netdev, and the type, index and link
@@ -162,7 +162,7 @@ pub enum NetdevFacts {
 }
 
 impl Needs {
-    /// Everything the model holds: `doctor`, `inventory`, `snapshot`, the faces.
+    /// Everything the model holds: `doctor`, `inventory`, `snapshot`, the front ends.
     pub const ALL: Self = Self {
         machine: true,
         sources: true,
@@ -178,7 +178,7 @@ impl Needs {
         netdevs: NetdevFacts::Whole,
         qos: true,
         cross_check: true,
-        beside: true,
+        far_gpu_neighbours: true,
         others: OtherNames::All,
     };
 
@@ -198,7 +198,7 @@ impl Needs {
         netdevs: NetdevFacts::None,
         qos: false,
         cross_check: false,
-        beside: false,
+        far_gpu_neighbours: false,
         others: OtherNames::None,
     };
 
@@ -224,11 +224,11 @@ impl Needs {
     };
 
     /// `gids` (show_gids): RDMA devices with their function, each port's `link_layer`
-    /// and whole GID table, and this namespace's netdevs in outline.
+    /// and whole GID table, and this namespace's netdevs in part.
     pub const GIDS: Self = Self {
         ports: true,
         gids: GidFacts::Whole,
-        netdevs: NetdevFacts::Outline,
+        netdevs: NetdevFacts::Identity,
         others: OtherNames::All,
         ..Self::NONE
     };
@@ -262,7 +262,7 @@ impl Needs {
         numa_distances: false,
         limits: false,
         cross_check: false,
-        beside: false,
+        far_gpu_neighbours: false,
         // Its note names the first four of the devices left out
         // (`view::words::SHORT_LIST`).
         others: OtherNames::First(4),

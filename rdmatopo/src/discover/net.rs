@@ -118,7 +118,7 @@ fn read_bond(ctx: &mut Ctx, dir: &str) -> Option<Bond> {
     })
 }
 
-/// A netdev in outline: name, function (`pci`, from the canonical path) and
+/// A netdev in part: name, function (`pci`, from the canonical path) and
 /// kind (`device/physfn` tells a VF); with `detail`, also `carrier`, `master` and bond.
 fn read_outline(
     ctx: &mut Ctx,

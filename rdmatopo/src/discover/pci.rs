@@ -87,15 +87,15 @@ fn chain_of(path: &str) -> Option<Chain> {
     })
 }
 
-/// What a placement read ([`PciFacts::Placement`], and an outline) reads a function for.
+/// What a placement read ([`PciFacts::Placement`], and a partial read) reads a function for.
 struct Placement {
     /// RDMA devices' functions, read in detail beside GPUs, with their `physfn` link (in
-    /// an outline: the functions of this namespace's netdevs and of `PCIDEVICE_*`
+    /// a partial read: the functions of this namespace's netdevs and of `PCIDEVICE_*`
     /// variables).
     nics: BTreeSet<PciAddr>,
     /// Ids of `/sys/devices/system/node`: a `numa_node` outside them is unknown.
     nodes: BTreeSet<u32>,
-    /// Read GPUs' `numa_node` and `local_cpulist`. Not in an outline: most GPUs a
+    /// Read GPUs' `numa_node` and `local_cpulist`. Not in a partial read: most GPUs a
     /// container sees are other containers', so its own are placed once chosen
     /// ([`place_gpus`]).
     gpu_nodes: bool,
@@ -117,8 +117,8 @@ const PLACEMENT_READS_PER_FULL: usize = 8;
 pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // A placement read takes only GPUs and RDMA devices' functions in detail.
     let nodes = || topo.numa_nodes.iter().map(|n| n.id).collect();
-    let needs: Option<Placement> = if ctx.outline {
-        // An outline for the ownership view: GPUs as in a placement read, and the
+    let needs: Option<Placement> = if ctx.partial {
+        // A partial read for the ownership view: GPUs as in a placement read, and the
         // functions this container names (its netdevs', `PCIDEVICE_*`); no RDMA
         // function is read (a host has hundreds of VFs).
         let nics = ctx.named_functions.clone();
@@ -148,7 +148,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
     // as on a machine without GPUs, whose line says what it holds.
     let names = match &needs {
         Some(needs) => match endpoint_names(ctx, &needs.nics) {
-            Some((names, held)) if ctx.outline || held > 0 => names,
+            Some((names, held)) if ctx.partial || held > 0 => names,
             _ => ctx.list(BUS_DIR),
         },
         None => ctx.list(BUS_DIR),
@@ -245,7 +245,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
             path.to_string()
         }
     };
-    // Bridges placed by the tree cost no read in a placement read or an outline, and
+    // Bridges placed by the tree cost no read in a placement read or a partial read, and
     // the others a file or two (`uevent`, a GPU's `numa_node`) against a dozen in
     // full: only what is read weighs on whether threads pay.
     let per_thread = match needs {
@@ -289,7 +289,7 @@ pub(super) fn read_pci(ctx: &mut Ctx, topo: &mut Topology) {
 
 /// The functions a placement read places: those the `nvidia` driver holds (its GPUs
 /// and NVSwitches; [`fill_gpus`] numbers its GPUs only) and `named` (a host's RDMA
-/// devices' functions; in an outline this container's netdevs' and `PCIDEVICE_*`, with
+/// devices' functions; in a partial read this container's netdevs' and `PCIDEVICE_*`, with
 /// the PFs of those that are VFs), with how many the driver holds; the bridges above
 /// them come with their paths. `None` on a machine without the `nvidia` driver (or a
 /// capture that does not list its directory), whose GPUs only their class tells. Not
@@ -309,9 +309,9 @@ fn endpoint_names(ctx: &mut Ctx, named: &BTreeSet<PciAddr>) -> Option<(Vec<Strin
         .copied()
         .filter(|a| ctx.fs.exists(&join(BUS_DIR, &a.to_string())))
         .collect();
-    // The PFs of those that are VFs: their ports carry the VFs' traffic. An outline
+    // The PFs of those that are VFs: their ports carry the VFs' traffic. A partial read
     // names a VF alone; a host's RDMA devices hold their PFs' functions already.
-    if ctx.outline {
+    if ctx.partial {
         let pfs: Vec<PciAddr> = wanted
             .iter()
             .filter_map(|a| {
@@ -344,7 +344,7 @@ pub(super) fn pcidevice_functions(topo: &Topology) -> BTreeSet<PciAddr> {
         .collect()
 }
 
-/// Read the functions `seeds` in full in place of their outlines, with the PFs of
+/// Read the functions `seeds` in full in place of their partial reads, with the PFs of
 /// those that are VFs and every bridge above them all, as a whole read reads them; then
 /// the nodes of their host bridges. Returns the functions read.
 pub(super) fn read_focus(
@@ -352,7 +352,7 @@ pub(super) fn read_focus(
     topo: &mut Topology,
     seeds: BTreeSet<PciAddr>,
 ) -> BTreeSet<PciAddr> {
-    // The outline placed them and their PFs (`endpoint_names`).
+    // The partial read placed them and their PFs (`endpoint_names`).
     let mut wanted: BTreeSet<PciAddr> = BTreeSet::new();
     let mut pfs: BTreeSet<PciAddr> = BTreeSet::new();
     for addr in seeds {
@@ -414,7 +414,7 @@ pub(super) fn read_focus(
     );
     assign_roles(&mut functions);
     // The nodes of the host bridges above what was read, as a whole read finds them:
-    // the first function that knows one, reading the nodes of outlines on the way
+    // the first function that knows one, reading the nodes of devices read in part on the way
     // (usually none: the first function is the root port, read above).
     let bridges: BTreeSet<String> = functions
         .iter()
@@ -442,7 +442,7 @@ pub(super) fn read_focus(
     detailed
 }
 
-/// Place the GPUs `gpus` of an outline as a placement read does: their `numa_node` and
+/// Place the GPUs `gpus` of a partial read as a placement read does: their `numa_node` and
 /// `local_cpulist`, and the node of their host bridges where they know none.
 pub(super) fn place_gpus(ctx: &mut Ctx, topo: &mut Topology, gpus: &BTreeSet<PciAddr>) {
     let mut functions = std::mem::take(&mut topo.pci);
@@ -478,20 +478,20 @@ pub(super) fn place_gpus(ctx: &mut Ctx, topo: &mut Topology, gpus: &BTreeSet<Pci
 }
 
 /// For each GPU of `gpus` with no function of `nics` below its root port, read in full
-/// the functions below that root port that the outline did not place: the NICs and
+/// the functions below that root port that the partial read did not place: the NICs and
 /// VFs beside the GPU and the switch ports between them, which a whole read holds and
 /// the checks weigh against a far NIC (`gpu-nic-distance`'s nearest function and
 /// `acs-redirect` on the way to it). Call before [`read_focus`] (which assigns the
 /// roles); returns the functions read, the RDMA devices under them, each with its
-/// function (to be held as outlines), and the functions there that the outline placed
+/// function (to be held as partial reads), and the functions there that the partial read placed
 /// already (where it placed every function: a capture that does not list the GPU
 /// driver's functions), for [`read_focus`] to read in full.
-pub(super) fn read_beside(
+pub(super) fn read_far_gpu_neighbours(
     ctx: &mut Ctx,
     topo: &mut Topology,
     gpus: &BTreeSet<PciAddr>,
     nics: &BTreeSet<PciAddr>,
-) -> Beside {
+) -> FarGpuNeighbours {
     let root_port = |topo: &Topology, a: PciAddr| topo.ancestors(a).last().map(|f| f.address);
     let near: BTreeSet<PciAddr> = nics.iter().filter_map(|n| root_port(topo, *n)).collect();
     // (directory, its function, host bridge): the root ports of GPUs far from every NIC.
@@ -539,7 +539,7 @@ pub(super) fn read_beside(
     }
     forget_unknown_numa_nodes(ctx, topo, read.iter_mut());
     let added: BTreeSet<PciAddr> = read.iter().map(|f| f.address).collect();
-    // A function's devices are those under it: the outline only named them.
+    // A function's devices are those under it: the partial read only named them.
     let mut under: Vec<(String, PciAddr)> = Vec::new();
     let functions = read.iter().map(|f| (f.path.as_str(), f.address));
     for (path, addr) in functions.chain(placed.iter().map(|(p, a)| (p.as_str(), *a))) {
@@ -554,21 +554,21 @@ pub(super) fn read_beside(
 
     topo.pci.extend(read);
     topo.pci.sort_by_key(|f| f.address);
-    Beside {
+    FarGpuNeighbours {
         read: added,
         devices: under,
         placed: placed.into_iter().map(|(_, a)| a).collect(),
     }
 }
 
-/// What [`read_beside`] found beside GPUs far from every NIC.
+/// What [`read_far_gpu_neighbours`] found beside GPUs far from every NIC.
 #[derive(Debug, Default)]
-pub(super) struct Beside {
+pub(super) struct FarGpuNeighbours {
     /// The functions it read in full.
     pub read: BTreeSet<PciAddr>,
     /// The RDMA devices under them, each with its function.
     pub devices: Vec<(String, PciAddr)>,
-    /// The functions there the outline had placed already, to be read in full.
+    /// The functions there the partial read had placed already, to be read in full.
     pub placed: BTreeSet<PciAddr>,
 }
 

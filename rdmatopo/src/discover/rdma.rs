@@ -22,8 +22,8 @@ const PCI_DIR: &str = "/sys/bus/pci/devices";
 const GID_SLOTS_PER_THREAD: usize = 128;
 
 pub(super) fn read_rdma(ctx: &mut Ctx, topo: &mut Topology) {
-    if ctx.outline {
-        return read_outlines(ctx, topo);
+    if ctx.partial {
+        return read_partial(ctx, topo);
     }
     let uverbs = if ctx.needs.uverbs {
         uverbs_by_device(ctx)
@@ -122,13 +122,13 @@ fn uuid_of(ctx: &mut Ctx, addr: PciAddr) -> Result<Option<String>, String> {
         .ok_or_else(|| "not PCI VPD".to_string())
 }
 
-/// The candidates for this container's devices in outline, opening no file: those
+/// The candidates for this container's devices in part, opening no file: those
 /// beside a uverbs node in `/dev/infiniband` and on the functions of this namespace's
 /// netdevs and of `PCIDEVICE_*`, each with its PCI function and uverbs node from links.
 /// Every other device is only named ([`DetailView::other_rdma_devices`]): a host's
 /// hundreds of VFs are other pods', and cost one entry of a listing each. A uverbs
 /// node's `ibdev` is read once its device is chosen ([`read_focus`]).
-fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
+fn read_partial(ctx: &mut Ctx, topo: &mut Topology) {
     let mut parents: Vec<String> = topo
         .process
         .dev_infiniband
@@ -153,7 +153,7 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
         .iter()
         .flat_map(|p| ctx.fs.list_opt(&join(p, "infiniband")).unwrap_or_default())
         .collect();
-    // The candidates present are read in outline; every other device is counted, and
+    // The candidates present are read in part; every other device is counted, and
     // named as far as the answer needs ([`OtherNames`]).
     let mut present: Vec<String> = Vec::new();
     let mut others = Others::new(ctx.needs.others);
@@ -181,11 +181,11 @@ fn read_outlines(ctx: &mut Ctx, topo: &mut Topology) {
         })
         .collect();
     devices.sort_by(|a, b| natural_cmp(&a.name, &b.name));
-    // The PCI outline places what this container names and its candidates' functions.
+    // The PCI partial read places what this container names and its candidates' functions.
     functions.extend(devices.iter().filter_map(|d| d.pci));
     ctx.named_functions = functions;
     topo.rdma_devices = devices;
-    // An outline holds no device in full (the focus is read after).
+    // A partial read holds no device in full (the focus is read after).
     let (other_rdma_devices, unnamed_rdma_devices) = others.finish();
     topo.view = Some(DetailView {
         other_rdma_devices,
@@ -249,8 +249,8 @@ impl Others {
     }
 }
 
-/// Take `devices` (each with the function it sits under) out of the outline's other
-/// devices into the model, in outline, to be read in part: the RDMA devices of a VF's
+/// Take `devices` (each with the function it sits under) out of the partial read's other
+/// devices into the model, in part, to be read in part: the RDMA devices of a VF's
 /// PF, those beside a far GPU. Those not among the other devices are left as they are.
 /// One that was only counted ([`OtherNames`]) is found in the listing's directory.
 pub(super) fn hold_others(ctx: &Ctx, topo: &mut Topology, devices: &[(String, PciAddr)]) {
@@ -292,8 +292,8 @@ fn uverbs_beside(ctx: &Ctx, dir: &str) -> Option<String> {
     verbs.into_iter().find(|n| n.starts_with("uverbs"))
 }
 
-/// Read the devices named in `focus` in full, in place of their outlines. Each one's
-/// uverbs node (found by its parent in the outline) is confirmed by its `ibdev`, as a
+/// Read the devices named in `focus` in full, in place of their partial reads. Each one's
+/// uverbs node (found by its parent in the partial read) is confirmed by its `ibdev`, as a
 /// whole read finds it; those not confirmed are returned as diagnostics (the caller
 /// widens the view).
 pub(super) fn read_focus(

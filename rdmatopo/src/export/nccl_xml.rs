@@ -31,7 +31,7 @@ use crate::parse::{
     CpuSet, LinkLayer, LinkSpeed, PciAddr, PortState, Rate, parse_cpumask, parse_hex_u32,
 };
 use crate::view::affinity::numa_of;
-use crate::view::container::Shown;
+use crate::view::container::DisplayedDevices;
 use crate::view::plan::DataDirect;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -256,12 +256,12 @@ fn place(topo: &Topology, real: PciAddr, shown: PciAddr, nodes: &mut BTreeMap<Pc
 
 /// The NCCL topology XML of `topo`.
 pub fn write(topo: &Topology, opts: &XmlOptions) -> String {
-    write_shown(topo, opts, &Shown::of(topo, true))
+    write_shown(topo, opts, &DisplayedDevices::of(topo, true))
 }
 
 /// The NCCL topology XML of the GPUs and HCAs `shown` (inside a container, its own:
 /// those its NCCL finds, as CUDA and `ibv_open_device` let it).
-pub fn write_shown(topo: &Topology, opts: &XmlOptions, shown: &Shown) -> String {
+pub fn write_shown(topo: &Topology, opts: &XmlOptions, shown: &DisplayedDevices) -> String {
     let mut nodes: BTreeMap<PciAddr, TreeNode> = BTreeMap::new();
     for g in topo.gpus.iter().filter(|g| shown.shows_gpu(g.pci)) {
         place(topo, g.pci, g.pci, &mut nodes);

@@ -3,19 +3,19 @@
 //! selects, as JSON data or as a table.
 
 use crate::model::Topology;
-use crate::view::container::Shown;
+use crate::view::container::DisplayedDevices;
 use crate::view::plan::{Plan, PlanOptions};
 use crate::view::qos::{NOT_IN_SYSFS, PortView, QosView, SCHEMA, nccl_env, port_view, prios};
 use std::fmt::Write;
 
 /// The QoS view of every RDMA port, and the NCCL variables for the plan's ports.
 pub fn report(topo: &Topology) -> QosView {
-    report_shown(topo, &Shown::of(topo, true))
+    report_shown(topo, &DisplayedDevices::of(topo, true))
 }
 
 /// [`report`] of the ports of the devices `shown` (inside a container, its own), with
 /// a note naming those left out.
-pub fn report_shown(topo: &Topology, shown: &Shown) -> QosView {
+pub fn report_shown(topo: &Topology, shown: &DisplayedDevices) -> QosView {
     let ports: Vec<PortView> = topo
         .rdma_devices
         .iter()

@@ -1,7 +1,7 @@
-//! The facade: what the three faces (the CLI, `rdmatopo-py`, `rdmatopo-c`) ask of a
+//! The facade: what the three front ends (the CLI, `rdmatopo-py`, `rdmatopo-c`) ask of a
 //! topology, answered once. Finding a device by any of its names, the class between
 //! two devices, the NICs nearest a GPU, the NUMA node of a GPU or NIC, and the plan of
-//! the rank the environment names. A face converts its types to and from these and maps
+//! the rank the environment names. A front end converts its types to and from these and maps
 //! [`ViewError`] in one place; it does not answer these questions itself.
 
 use super::affinity::{PathClass, TopoMatrix, nearest_devices, numa_of, path_class};
@@ -13,7 +13,7 @@ use crate::parse::PciAddr;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-/// The devices of one topology, as the faces name and compare them.
+/// The devices of one topology, as the front ends name and compare them.
 #[derive(Debug)]
 pub struct Devices<'t> {
     topo: &'t Topology,
@@ -24,20 +24,20 @@ pub struct Devices<'t> {
     gpu_names: OnceLock<GpuNames>,
 }
 
-/// Which rank a face plans for when neither its caller nor a launcher variable
+/// Which rank a front end plans for when neither its caller nor a launcher variable
 /// (`LOCAL_RANK` and the others of [`LOCAL_RANK_VARS`]) names one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WhenUnnamed {
+pub enum WhenNoRank {
     /// Plan every rank of the node; a rank applies only when the node has just one
     /// (`rdmatopo exec`, C's `rdmatopo_rank_plan_compute`).
     PlanTheNode,
     /// A process started without a launcher is local rank 0 of 1, unless a launcher
     /// variable gives the world size (Python's `Topology.plan()`, called from a
     /// training script that may run alone).
-    LoneProcess,
+    SingleProcess,
 }
 
-/// What a face asks the rank plan for.
+/// What a front end asks the rank plan for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RankRequest {
     /// The caller's local rank, if it gave one.
@@ -157,7 +157,7 @@ impl<'t> Devices<'t> {
     ///
     /// # Errors
     /// [`ViewError::UnknownDevice`] when there is none; [`ViewError::OutsideView`] when
-    /// the view holds only its outline.
+    /// the view holds only its partial read.
     pub fn rdma_in_full(&self, name: &str) -> Result<&'t RdmaDevice, ViewError> {
         let d = self
             .topo
@@ -306,7 +306,7 @@ impl<'t> Devices<'t> {
     pub fn rank_plan(
         &self,
         request: RankRequest,
-        unnamed: WhenUnnamed,
+        unnamed: WhenNoRank,
     ) -> Result<RankOutcome, ViewError> {
         let RankRequest {
             mut local_rank,
@@ -322,7 +322,7 @@ impl<'t> Devices<'t> {
             vars.iter().any(|v| seen.contains_key(*v))
         };
         let rank_in_env = names(&LOCAL_RANK_VARS);
-        let lone = unnamed == WhenUnnamed::LoneProcess && local_rank.is_none() && !rank_in_env;
+        let lone = unnamed == WhenNoRank::SingleProcess && local_rank.is_none() && !rank_in_env;
         if lone {
             local_rank = Some(0);
             if local_world_size.is_none() && !names(&LOCAL_SIZE_VARS) {
@@ -424,23 +424,23 @@ mod tests {
             _ => None,
         };
         // Given beats the environment.
-        let o = ask(Some(2), &[("LOCAL_RANK", "5")], WhenUnnamed::PlanTheNode);
+        let o = ask(Some(2), &[("LOCAL_RANK", "5")], WhenNoRank::PlanTheNode);
         assert_eq!(o.as_ref().ok().and_then(local), Some(2));
         // The environment names it.
-        let o = ask(None, &[("LOCAL_RANK", "5")], WhenUnnamed::PlanTheNode);
+        let o = ask(None, &[("LOCAL_RANK", "5")], WhenNoRank::PlanTheNode);
         assert_eq!(o.as_ref().ok().and_then(local), Some(5));
         // Nothing names it: the node's plan, no rank...
-        let o = ask(None, &[("PATH", "/bin")], WhenUnnamed::PlanTheNode);
+        let o = ask(None, &[("PATH", "/bin")], WhenNoRank::PlanTheNode);
         assert!(
             o.as_ref()
                 .is_ok_and(|o| o.choice == RankChoice::Unnamed && o.plan.ranks.len() > 1)
         );
         // ...or the lone process is rank 0 of 1.
-        let o = ask(None, &[("PATH", "/bin")], WhenUnnamed::LoneProcess);
+        let o = ask(None, &[("PATH", "/bin")], WhenNoRank::SingleProcess);
         assert_eq!(o.as_ref().ok().and_then(local), Some(0));
         assert_eq!(o.map(|o| o.plan.ranks.len()).ok(), Some(1));
         // A launcher's rank wins over the lone-process default too.
-        let o = ask(None, &[("SLURM_LOCALID", "3")], WhenUnnamed::LoneProcess);
+        let o = ask(None, &[("SLURM_LOCALID", "3")], WhenNoRank::SingleProcess);
         assert_eq!(o.as_ref().ok().and_then(local), Some(3));
     }
 }

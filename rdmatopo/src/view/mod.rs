@@ -19,7 +19,7 @@ pub mod scope;
 mod words;
 
 pub use affinity::{MatrixDevice, PathClass, TopoMatrix, path_class};
-pub use devices::{Devices, RankChoice, RankOutcome, RankRequest, WhenUnnamed};
+pub use devices::{Devices, RankChoice, RankOutcome, RankRequest, WhenNoRank};
 pub use error::ViewError;
 pub use naming::GpuNames;
-pub use scope::{Context, GpuNics, Judging, Scope};
+pub use scope::{CheckedDevices, Context, GpuNics, Scope};

@@ -582,7 +582,7 @@ fn select_ports<'t>(
         .map(|o| (o.key.as_str(), o.state))
         .collect();
     for dev in &topo.rdma_devices {
-        // An outline (another container's device in an owned view) has no function
+        // A partial read (another container's device in an owned view) has no function
         // read; it is left out below as the other containers' devices are.
         if dev.pci.is_none() && topo.holds_rdma_details(&dev.name) {
             excluded.push(Exclusion {

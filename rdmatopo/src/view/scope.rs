@@ -20,11 +20,11 @@ pub struct GpuNics<'a> {
 }
 
 /// What is being judged, wherever it is known from: this process's container
-/// evidence ([`Judging::this_process`]) or elsewhere, e.g. the kubelet's allocation of
+/// evidence ([`CheckedDevices::this_process`]) or elsewhere, e.g. the kubelet's allocation of
 /// a pod (build the struct: exactly these GPUs, RDMA devices and CPUs; `k8s audit`
 /// does, with `own_environment: false` and its free NICs as `candidate_nics`).
 #[derive(Debug, Clone)]
-pub struct Judging<'a> {
+pub struct CheckedDevices<'a> {
     /// Host or container, and which kind.
     pub context: Context,
     /// The judged side sees the host's netdevs (a host, or a host-network container).
@@ -48,7 +48,7 @@ pub struct Judging<'a> {
     pub gpu_names: GpuNames,
 }
 
-impl<'a> Judging<'a> {
+impl<'a> CheckedDevices<'a> {
     /// This process's devices: those its container owns and those whose owner is
     /// unknown (on a host, all but the VFs of its own PFs, which are there to be handed
     /// to pods and VMs), and the CPUs it may use.
@@ -132,11 +132,11 @@ pub struct Scope<'a> {
     pub hca_ownership_known: bool,
     /// The CPUs the judged side may use, when known.
     pub cpus: Option<CpuSet>,
-    /// Where `cpus` came from ([`Judging::cpus_evidence`]).
+    /// Where `cpus` came from ([`CheckedDevices::cpus_evidence`]).
     pub cpus_evidence: Vec<(String, String)>,
-    /// [`Judging::own_environment`].
+    /// [`CheckedDevices::own_environment`].
     pub own_environment: bool,
-    /// [`Judging::gpu_names`].
+    /// [`CheckedDevices::gpu_names`].
     pub gpu_names: GpuNames,
     candidate_nics: Option<Vec<PciAddr>>,
     /// Per judged GPU, the NIC(s) it would use.
@@ -151,21 +151,25 @@ pub struct Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    /// What this process owns ([`Judging::this_process`]).
+    /// What this process owns ([`CheckedDevices::this_process`]).
     pub fn of(topo: &'a Topology) -> Self {
-        Self::judging(topo, Judging::this_process(topo))
+        Self::judging(topo, CheckedDevices::this_process(topo))
     }
 
     /// Exactly the devices and CPUs of `judged`.
-    pub fn judging(topo: &'a Topology, judged: Judging<'a>) -> Self {
+    pub fn judging(topo: &'a Topology, judged: CheckedDevices<'a>) -> Self {
         let plan = Plan::compute(topo, &PlanOptions::default()).ok();
         Self::judging_planned(topo, judged, plan.as_ref())
     }
 
     /// [`Scope::judging`] with the node's default `plan` made by the caller (once per
     /// node when many sets are judged on it).
-    pub fn judging_planned(topo: &'a Topology, judged: Judging<'a>, plan: Option<&Plan>) -> Self {
-        let Judging {
+    pub fn judging_planned(
+        topo: &'a Topology,
+        judged: CheckedDevices<'a>,
+        plan: Option<&Plan>,
+    ) -> Self {
+        let CheckedDevices {
             context,
             host_network,
             gpus,
@@ -335,7 +339,7 @@ impl<'a> Scope<'a> {
     /// Every RDMA-capable NIC function on the machine, assigned or not: the functions
     /// behind RDMA devices with an ACTIVE port of the compute fabric, and NVIDIA/Mellanox
     /// network functions (visible on the PCI bus even when their RDMA device is in
-    /// another namespace). Only the [`Judging::candidate_nics`] when they are given.
+    /// another namespace). Only the [`CheckedDevices::candidate_nics`] when they are given.
     pub fn machine_nics(&self) -> Vec<&'a PciFunction> {
         let candidates = self.candidate_nics.as_ref();
         // The link layers of the rails: a port of another fabric (a front-end RoCE NIC
@@ -360,7 +364,7 @@ impl<'a> Scope<'a> {
                     return f.vendor == 0x15b3 && matches!(f.class_code(), 0x0200 | 0x0207);
                 }
                 // A NIC whose every port is known to be down or off the fabric is no
-                // alternative; an outline's ports (a narrowed view's NIC beside a GPU)
+                // alternative; a partial read's ports (a narrowed view's NIC beside a GPU)
                 // are not known.
                 devs.iter().any(|d| {
                     d.ports.is_empty() || d.ports.iter().any(|p| p.is_active() && of_fabric(p))

@@ -1,5 +1,5 @@
 //! One container's devices placed on the node and judged: the doctor's checks on a
-//! scope of its allocation (`view::Judging`), then what only the kubelet's answer can
+//! scope of its allocation (`view::CheckedDevices`), then what only the kubelet's answer can
 //! show.
 
 use super::ids::{IdMap, Mapped};
@@ -12,7 +12,7 @@ use crate::model::{Gpu, RdmaDevice, Severity, Topology};
 use crate::parse::{CpuSet, PciAddr};
 use crate::view::affinity::{PathClass, numa_of, path_class};
 use crate::view::plan::{Plan, PlanOptions};
-use crate::view::{Context, GpuNames, Judging, Scope};
+use crate::view::{CheckedDevices, Context, GpuNames, Scope};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What is computed once per node.
@@ -220,7 +220,7 @@ impl<'a> Node<'a> {
             });
             // The kubelet's allocation, not this process: its CPUs, the NICs it could
             // still have been given, and an environment that is not ours to read.
-            let judged = Judging {
+            let judged = CheckedDevices {
                 context: Context::Pod,
                 host_network: false,
                 gpus: judged_gpus,

@@ -3,7 +3,7 @@
 //! The kubelet says what each container holds ([`Allocation`]); [`ids`] maps the
 //! device-plugin ids onto the node's GPUs and NICs; `judge` runs the doctor's own
 //! placement checks (`numa-affinity`, `gpu-nic-distance`, `multi-rail`) on each
-//! container through a [`Judging`](crate::view::Judging) of its allocation, and
+//! container through a [`CheckedDevices`](crate::view::CheckedDevices) of its allocation, and
 //! adds what only the kubelet's view can show: `plugin-numa` (a plugin's NUMA node
 //! against sysfs) and `unknown-device` (ids that are not on this node).
 //!

@@ -356,7 +356,7 @@ pub(super) fn char_devices(scope: &Scope, out: &mut Sink) {
         .iter()
         .filter(|d| match &d.uverbs {
             Some(u) => !nodes.iter().any(|n| n == u),
-            // An owned view's outline: no node in /dev/infiniband is this device's.
+            // An owned view's partial read: no node in /dev/infiniband is this device's.
             None => !topo.holds_rdma_details(&d.name),
         })
         .collect();

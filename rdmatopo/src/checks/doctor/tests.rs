@@ -1214,9 +1214,9 @@ fn judging_exactly_the_given_devices_and_cpus() {
     // CPUs, as a node audit judges a pod from its allocation.
     let fs = Sysfs::memory(host().tree.clone(), "test");
     let topo = crate::Discoverer::new(&fs).discover().unwrap();
-    let here = crate::view::Judging::this_process(&topo);
+    let here = crate::view::CheckedDevices::this_process(&topo);
     assert_eq!((here.gpus.len(), here.hcas.len()), (2, 2));
-    let judged = crate::view::Judging {
+    let judged = crate::view::CheckedDevices {
         gpus: vec![&topo.gpus[1]],
         hcas: vec![&topo.rdma_devices[1]],
         cpus: Some(crate::parse::parse_cpulist("0-7").unwrap()),
@@ -1233,11 +1233,11 @@ fn judging_exactly_the_given_devices_and_cpus() {
         summaries(&r, "numa-affinity")
     );
     // The same devices with their own socket's CPUs are fine, and the whole host too.
-    let local = crate::view::Judging {
+    let local = crate::view::CheckedDevices {
         gpus: vec![&topo.gpus[1]],
         hcas: vec![&topo.rdma_devices[1]],
         cpus: Some(crate::parse::parse_cpulist("8-15").unwrap()),
-        ..crate::view::Judging::this_process(&topo)
+        ..crate::view::CheckedDevices::this_process(&topo)
     };
     let r = judge(&Scope::judging(&topo, local));
     assert_eq!(outcome(&r, "numa-affinity"), Outcome::Ok);
@@ -1258,9 +1258,9 @@ fn judging_another_container_uses_its_evidence_candidates_and_no_environment() {
     );
     let mine = judge(&Scope::of(&topo));
     assert_eq!(outcome(&mine, "roce-gid"), Outcome::Error);
-    let other = crate::view::Judging {
+    let other = crate::view::CheckedDevices {
         own_environment: false,
-        ..crate::view::Judging::this_process(&topo)
+        ..crate::view::CheckedDevices::this_process(&topo)
     };
     let r = judge(&Scope::judging(&topo, other));
     assert_eq!(
@@ -1271,9 +1271,9 @@ fn judging_another_container_uses_its_evidence_candidates_and_no_environment() {
     );
     let topo = discover(&roce_without_ipv4_on_mlx5_0());
     assert!(summaries(&judge(&Scope::of(&topo)), "multi-rail").contains("NCCL_IB_HCA is not set"));
-    let other = crate::view::Judging {
+    let other = crate::view::CheckedDevices {
         own_environment: false,
-        ..crate::view::Judging::this_process(&topo)
+        ..crate::view::CheckedDevices::this_process(&topo)
     };
     let s = summaries(&judge(&Scope::judging(&topo, other)), "multi-rail");
     assert!(!s.contains("NCCL_IB_HCA"), "{s}");
@@ -1281,13 +1281,13 @@ fn judging_another_container_uses_its_evidence_candidates_and_no_environment() {
     // GPU0 with the far mlx5_1: mlx5_0 is offered as the better NIC only while it is
     // a candidate (free); the CPUs' evidence is the one given.
     let topo = discover(&host());
-    let far = |candidates: Option<Vec<crate::parse::PciAddr>>| crate::view::Judging {
+    let far = |candidates: Option<Vec<crate::parse::PciAddr>>| crate::view::CheckedDevices {
         gpus: vec![&topo.gpus[0]],
         hcas: vec![&topo.rdma_devices[1]],
         cpus: Some(crate::parse::parse_cpulist("8-15").unwrap()),
         cpus_evidence: vec![("kubelet: ns/p container c cpu_ids".into(), "8-15".into())],
         candidate_nics: candidates,
-        ..crate::view::Judging::this_process(&topo)
+        ..crate::view::CheckedDevices::this_process(&topo)
     };
     let mlx5_1 = topo.rdma_devices[1].pci.unwrap();
     let r = judge(&Scope::judging(&topo, far(None)));

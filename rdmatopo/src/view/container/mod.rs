@@ -143,7 +143,7 @@ impl ContainerView {
 /// Which GPUs and RDMA devices an answer about the machine's devices shows: inside a
 /// container whose devices are certain, those it owns (`--all` shows every one).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shown {
+pub struct DisplayedDevices {
     /// The RDMA devices shown; `None`: every device of the model.
     pub owned_rdma: Option<BTreeSet<String>>,
     /// The GPUs shown; `None`: every GPU of the model.
@@ -154,7 +154,7 @@ pub struct Shown {
     pub context: Context,
 }
 
-impl Shown {
+impl DisplayedDevices {
     /// For `topo`: every device where `all`, on a host, or where ownership is uncertain.
     pub fn of(topo: &Topology, all: bool) -> Self {
         if all {

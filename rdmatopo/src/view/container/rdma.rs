@@ -47,13 +47,13 @@ impl Analysis<'_> {
                     }
                 }
                 Some(_) => {}
-                // An owned view's outline of another container's device: every uverbs
+                // An owned view's partial read of another container's device: every uverbs
                 // node in /dev/infiniband was traced to a device, and none to this one.
                 None if p.dev_listed && !topo.holds_rdma_details(&d.name) => t.add(
                     Vote::Against,
                     "/dev/infiniband",
                     format!(
-                        "no uverbs node of {} is here (another container's device, read in outline)",
+                        "no uverbs node of {} is here (another container's device, read in part)",
                         d.name
                     ),
                 ),

@@ -1,14 +1,14 @@
-//! The house's floors (ARCHITECTURE.md), checked over the module graph of
+//! The crate's layers (ARCHITECTURE.md), checked over the module graph of
 //! `rdmatopo/src` read from its `crate::`, `rdmatopo::` and `super::` paths (code and
 //! doc comments alike: a doc link is a dependency too; `#[cfg(test)]` code is left
 //! out, tests may build fixtures from anywhere).
 //!
-//! Rules: every top-level module is on a floor; no module imports a floor above its
+//! Rules: every top-level module is on a layer; no module imports a layer above its
 //! own; no import cycle between top-level modules, nor between the children of one,
-//! nor between the modules of a face's crate; no module takes an item of a parent that
+//! nor between the modules of a front end's crate; no module takes an item of a parent that
 //! names it; `std::fs` only in `sysfs`, `snapshot` and the CLI (which reads and writes
 //! the files its user names); no filesystem, environment, process or clock in `view`,
-//! `checks` or `export`; and no face (the CLI, `rdmatopo-py`, `rdmatopo-c`) answers
+//! `checks` or `export`; and no front end (the CLI, `rdmatopo-py`, `rdmatopo-c`) answers
 //! what the facade (`view::devices`) answers. Each rule is shown to fail on a small
 //! synthetic tree below.
 
@@ -18,10 +18,10 @@ use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The floors, lowest first. A module may import its own floor's and lower floors'
+/// The layers, lowest first. A module may import its own layer's and lower layers'
 /// modules. The crate root (`lib.rs`: `discover()`, `Error`, `inventory_json`) wires
-/// the floors together, so it sits under the faces only.
-const FLOORS: &[(&str, u32)] = &[
+/// the layers together, so it sits under the front ends only.
+const LAYERS: &[(&str, u32)] = &[
     ("sysfs", 0),
     ("parse", 0),
     ("model", 1),
@@ -43,11 +43,11 @@ const ROOT: &str = "(crate root)";
 /// Where `std::fs` may be used.
 const FS_ALLOWED: &[&str] = &["sysfs", "snapshot", "cli"];
 
-/// Floors that are pure functions of a view: no filesystem, environment, process or
+/// Layers that are pure functions of a view: no filesystem, environment, process or
 /// clock.
 const PURE: &[&str] = &["view", "checks", "export"];
 
-/// What the facade answers; a face that calls these is answering it again.
+/// What the facade answers; a front end that calls these is answering it again.
 const FACADE_ONLY: &[(&str, &str)] = &[
     (
         "path_class(",
@@ -173,8 +173,8 @@ fn sources(files: &BTreeMap<String, String>) -> Vec<Source> {
         .collect()
 }
 
-fn floor(top: &str) -> Option<u32> {
-    FLOORS.iter().find(|(m, _)| *m == top).map(|(_, f)| *f)
+fn layer(top: &str) -> Option<u32> {
+    LAYERS.iter().find(|(m, _)| *m == top).map(|(_, f)| *f)
 }
 
 /// The names the crate root re-exports (`pub use discover::{Discoverer, Scope}`), with
@@ -289,7 +289,7 @@ fn expand(rest: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
 fn top_of(path: &[String], reexports: &BTreeMap<String, String>) -> String {
     match path.first() {
         None => ROOT.to_string(),
-        Some(first) if floor(first).is_some() => first.clone(),
+        Some(first) if layer(first).is_some() => first.clone(),
         Some(first) => reexports
             .get(first)
             .cloned()
@@ -345,8 +345,8 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 }
 
 /// Every breach of the rules in the crate sources `files` (paths relative to `src/`)
-/// and the binding sources `faces` (path, text).
-fn violations(files: &BTreeMap<String, String>, faces: &[(String, String)]) -> Vec<String> {
+/// and the binding sources `front_ends` (path, text).
+fn violations(files: &BTreeMap<String, String>, front_ends: &[(String, String)]) -> Vec<String> {
     let mut out = Vec::new();
     let reexports = root_reexports(files.get("lib.rs").map_or("", String::as_str));
     let srcs = sources(files);
@@ -354,21 +354,21 @@ fn violations(files: &BTreeMap<String, String>, faces: &[(String, String)]) -> V
     let mut inner_graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for src in &srcs {
         if src.module.is_empty() {
-            continue; // lib.rs and main.rs: the root wires the floors.
+            continue; // lib.rs and main.rs: the root wires the layers.
         }
         let top = top_of_module(&src.module);
-        let Some(own) = floor(&top) else {
-            out.push(format!("{}: module `{top}` is on no floor", src.file));
+        let Some(own) = layer(&top) else {
+            out.push(format!("{}: module `{top}` is on no layer", src.file));
             continue;
         };
         for path in paths(src) {
             let target = top_of(&path, &reexports);
             if target != top {
-                if let Some(f) = floor(&target)
+                if let Some(f) = layer(&target)
                     && f > own
                 {
                     out.push(format!(
-                        "{}: `{top}` imports `{}` from the floor above it (`{target}`)",
+                        "{}: `{top}` imports `{}` from the layer above it (`{target}`)",
                         src.file,
                         path.join("::")
                     ));
@@ -418,7 +418,7 @@ fn violations(files: &BTreeMap<String, String>, faces: &[(String, String)]) -> V
     for c in cycles(&inner_graph) {
         out.push(format!("import cycle between {}", c.join(" <-> ")));
     }
-    for (file, text) in faces {
+    for (file, text) in front_ends {
         out.extend(redone_facade(file, &strip_comments(&without_tests(text))));
     }
     out
@@ -470,11 +470,11 @@ fn from_parent(src: &Source, code: &str, srcs: &[Source]) -> Vec<String> {
         .collect()
 }
 
-/// Import cycles between the modules of one face's own crate (`files`, paths relative
-/// to its `src/`; `crate::` and `super::` paths, tests left out). A face only converts,
-/// so its modules stand in a row as the library's floors do: a class's module may
+/// Import cycles between the modules of one front end's own crate (`files`, paths relative
+/// to its `src/`; `crate::` and `super::` paths, tests left out). A front end only converts,
+/// so its modules stand in a row as the library's layers do: a class's module may
 /// import the module of what its methods return, not also the other way round.
-fn face_cycles(face: &str, files: &BTreeMap<String, String>) -> Vec<String> {
+fn front_end_cycles(front_end: &str, files: &BTreeMap<String, String>) -> Vec<String> {
     let srcs = sources(files);
     let modules: BTreeSet<&str> = srcs
         .iter()
@@ -497,7 +497,7 @@ fn face_cycles(face: &str, files: &BTreeMap<String, String>) -> Vec<String> {
     }
     cycles(&graph)
         .into_iter()
-        .map(|c| format!("{face}: import cycle between {}", c.join(" <-> ")))
+        .map(|c| format!("{front_end}: import cycle between {}", c.join(" <-> ")))
         .collect()
 }
 
@@ -506,7 +506,7 @@ fn redone_facade(file: &str, code: &str) -> Vec<String> {
     FACADE_ONLY
         .iter()
         .filter(|(call, _)| squeezed.contains(&call.replace(' ', "")))
-        .map(|(call, what)| format!("{file}: a face calls `{call}`, redoing {what}"))
+        .map(|(call, what)| format!("{file}: a front end calls `{call}`, redoing {what}"))
         .collect()
 }
 
@@ -543,21 +543,25 @@ fn read_tree(root: &Path) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn the_house_keeps_its_floors() {
+fn the_crate_keeps_its_layers() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let files = read_tree(&crate_dir.join("src"));
-    let mut faces = Vec::new();
+    let mut front_ends = Vec::new();
     let mut found = Vec::new();
     for binding in ["../rdmatopo-py/src", "../rdmatopo-c/src"] {
-        let face = read_tree(&crate_dir.join(binding));
-        found.extend(face_cycles(binding, &face));
-        for (rel, text) in face {
-            faces.push((format!("{binding}/{rel}"), text));
+        let front_end = read_tree(&crate_dir.join(binding));
+        found.extend(front_end_cycles(binding, &front_end));
+        for (rel, text) in front_end {
+            front_ends.push((format!("{binding}/{rel}"), text));
         }
     }
     assert!(files.len() > 50, "read {} files", files.len());
-    assert!(faces.len() > 5, "read {} binding files", faces.len());
-    found.extend(violations(&files, &faces));
+    assert!(
+        front_ends.len() > 5,
+        "read {} binding files",
+        front_ends.len()
+    );
+    found.extend(violations(&files, &front_ends));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -597,10 +601,10 @@ fn a_clean_synthetic_tree_passes() {
 }
 
 #[test]
-fn a_module_on_no_floor_fails() {
+fn a_module_on_no_layer_fails() {
     let v = found(&[("analysis/mod.rs", "use crate::model::Topology;\n")]);
     assert!(
-        v.iter().any(|m| m.contains("`analysis` is on no floor")),
+        v.iter().any(|m| m.contains("`analysis` is on no layer")),
         "{v:?}"
     );
 }
@@ -612,7 +616,7 @@ fn an_upward_import_fails() {
         ("checks/mod.rs", "pub mod sources_check;\n"),
     ]);
     assert!(
-        v.iter().any(|m| m.contains("from the floor above")),
+        v.iter().any(|m| m.contains("from the layer above")),
         "{v:?}"
     );
     // Through a `{…}` group, a doc link, and a root re-export.
@@ -622,7 +626,7 @@ fn an_upward_import_fails() {
     ]);
     assert_eq!(
         v.iter()
-            .filter(|m| m.contains("from the floor above"))
+            .filter(|m| m.contains("from the layer above"))
             .count(),
         2,
         "{v:?}"
@@ -639,7 +643,7 @@ fn an_upward_import_fails() {
 
 #[test]
 fn an_import_cycle_fails() {
-    // Between children of one floor (each import alone is allowed).
+    // Between children of one layer (each import alone is allowed).
     let v = found(&[
         ("view/mod.rs", "pub mod plan;\npub mod qos;\n"),
         ("view/plan.rs", "use super::qos::merge;\n"),
@@ -699,33 +703,33 @@ fn a_child_taking_from_its_parent_fails() {
 }
 
 #[test]
-fn an_import_cycle_in_a_face_fails() {
+fn an_import_cycle_in_a_front_end_fails() {
     // `Topology.plan()` returns a `RankPlan`: plan.rs may not import `Topology` back.
-    // Paths into the library (`rdmatopo::…`) are not the face's own modules.
-    let face = |plan: &str| {
+    // Paths into the library (`rdmatopo::…`) are not the front end's own modules.
+    let front_end = |plan: &str| {
         tree(&[
             ("lib.rs", "mod plan;\nmod topology;\n"),
             ("topology.rs", "use crate::plan::RankPlan;\n"),
             ("plan.rs", plan),
         ])
     };
-    let v = face_cycles("py", &face("use crate::topology::Topology;\n"));
+    let v = front_end_cycles("py", &front_end("use crate::topology::Topology;\n"));
     assert_eq!(v, ["py: import cycle between plan <-> topology"], "{v:?}");
-    let v = face_cycles(
+    let v = front_end_cycles(
         "py",
-        &face("use rdmatopo::view::Devices;\nuse crate::model::Gpu;\n"),
+        &front_end("use rdmatopo::view::Devices;\nuse crate::model::Gpu;\n"),
     );
     assert!(v.is_empty(), "{v:?}");
     // Test code may use anything.
-    let v = face_cycles(
+    let v = front_end_cycles(
         "py",
-        &face("#[cfg(test)]\nmod tests {\n use crate::topology::Topology;\n}\n"),
+        &front_end("#[cfg(test)]\nmod tests {\n use crate::topology::Topology;\n}\n"),
     );
     assert!(v.is_empty(), "{v:?}");
 }
 
 #[test]
-fn the_filesystem_outside_its_floors_fails() {
+fn the_filesystem_outside_its_layers_fails() {
     let v = found(&[("model/mod.rs", "fn f() { let _ = std::fs::read(\"x\"); }\n")]);
     assert!(v.iter().any(|m| m.contains("`std::fs` outside")), "{v:?}");
     let v = found(&[("sysfs/mod.rs", "fn f() { let _ = std::fs::read(\"x\"); }\n")]);
@@ -733,7 +737,7 @@ fn the_filesystem_outside_its_floors_fails() {
 }
 
 #[test]
-fn environment_or_clock_in_a_pure_floor_fails() {
+fn environment_or_clock_in_a_pure_layer_fails() {
     for (file, code) in [
         ("view/mod.rs", "fn f() { std::env::var(\"X\"); }\n"),
         ("checks/mod.rs", "fn f() { std::time::Instant::now(); }\n"),
@@ -751,7 +755,7 @@ fn environment_or_clock_in_a_pure_floor_fails() {
 }
 
 #[test]
-fn a_face_redoing_the_facade_fails() {
+fn a_front_end_redoing_the_facade_fails() {
     let v = found(&[(
         "cli/path.rs",
         "fn f(t: &Topology) { let c = path_class(t, a, b); }\n",
@@ -760,12 +764,12 @@ fn a_face_redoing_the_facade_fails() {
         v.iter().any(|m| m.contains("redoing the class between")),
         "{v:?}"
     );
-    let faces = vec![(
+    let front_ends = vec![(
         "rdmatopo-c/src/rank.rs".to_string(),
         "let named = LOCAL_RANK_VARS\n    .iter()\n    .any(|v| env.contains_key(*v));\n"
             .to_string(),
     )];
-    let v = violations(&tree(&[]), &faces);
+    let v = violations(&tree(&[]), &front_ends);
     assert!(
         v.iter().any(|m| m.contains("which local rank applies")),
         "{v:?}"
