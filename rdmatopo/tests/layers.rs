@@ -25,6 +25,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("sysfs", 0),
     ("parse", 0),
     ("model", 1),
+    // The JSON Schemas of the model's documents: data, importing nothing.
+    ("schemas", 1),
     ("sources", 2),
     ("snapshot", 3),
     ("discover", 4),

@@ -24,25 +24,25 @@ pub struct K8sArgs {
 #[derive(Subcommand, Debug)]
 pub enum K8sCommand {
     /// ConfigMap (config.json) for k8s-rdma-shared-dev-plugin: one pool per compute rail.
-    #[command(after_help = super::EXIT_CODES)]
+    #[command(after_help = super::output::EXIT_CODES)]
     RdmaSharedDevPlugin(SharedArgs),
     /// ConfigMap (config.json) for sriov-network-device-plugin: RDMA VF pools per rail or PCIe switch.
-    #[command(after_help = super::EXIT_CODES)]
+    #[command(after_help = super::output::EXIT_CODES)]
     SriovDevicePlugin(SriovArgs),
     /// Node Feature Discovery labels as a features.d file (RDMA rails, link, GPU-NIC path, GPUDirect).
-    #[command(after_help = super::EXIT_CODES)]
+    #[command(after_help = super::output::EXIT_CODES)]
     Nfd(NfdArgs),
     /// A Pod or Job asking for N GPUs with their rails, IPC_LOCK and the node facts as comments.
-    #[command(after_help = super::EXIT_CODES)]
+    #[command(after_help = super::output::EXIT_CODES)]
     Pod(PodArgs),
     /// DeviceClasses and a ResourceClaimTemplate (resource.k8s.io/v1) for N GPUs, each with an RDMA NIC at its best class on this node.
-    #[command(after_help = super::EXIT_CODES)]
+    #[command(after_help = super::output::EXIT_CODES)]
     Dra(DraArgs),
     /// Every pod on the node judged against the topology, from the kubelet's PodResources API (exit 0 clean, 1 warnings, 2 errors, 3 kubelet unreachable).
-    #[command(after_help = super::EXIT_CODES)]
+    #[command(after_help = super::output::EXIT_CODES)]
     Audit(super::audit::AuditArgs),
     /// Exit 0 when FILE was written within --max-age (and, with --up, says rdmatopo_audit_up 1): a DaemonSet's exec probe.
-    #[command(after_help = super::EXIT_CODES)]
+    #[command(after_help = super::output::EXIT_CODES)]
     Probe(super::audit::ProbeArgs),
 }
 

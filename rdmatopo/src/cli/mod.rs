@@ -22,22 +22,12 @@ mod topo;
 
 use args::RootArgs;
 use clap::{CommandFactory, Parser, Subcommand};
+use output::EXIT_CODES;
 use std::io::Write;
 use std::path::PathBuf;
 
 /// Exit code when a command could not run (bad root, unreadable input).
 pub const EXIT_FAILURE: i32 = 3;
-
-/// The exit codes of every command, shown under each one's `--help` (and in README.md).
-pub const EXIT_CODES: &str = "\
-Exit codes (the same for every command):
-  0  success; a judging command (doctor, k8s audit) found nothing to warn of
-  1  doctor, k8s audit: warnings; diff, cluster: something differs
-  2  doctor, k8s audit: errors; any command: a usage error (bad arguments, or
-     arguments this machine cannot satisfy, such as --local-rank beyond its GPUs)
-  3  could not run (no such root, no sysfs in it, unreadable input, kubelet
-     unreachable)
-  exec ends as CMD does (126: CMD cannot run, 127: not found)";
 
 /// `rdmatopo --version`: the release, the cargo features it was built with, the C
 /// library it is linked with (the static build reads NVML through a helper) and the JSON

@@ -50,6 +50,17 @@ impl Output {
     }
 }
 
+/// The exit codes of every command, shown under each one's `--help` (and in README.md).
+pub const EXIT_CODES: &str = "\
+Exit codes (the same for every command):
+  0  success; a judging command (doctor, k8s audit) found nothing to warn of
+  1  doctor, k8s audit: warnings; diff, cluster: something differs
+  2  doctor, k8s audit: errors; any command: a usage error (bad arguments, or
+     arguments this machine cannot satisfy, such as --local-rank beyond its GPUs)
+  3  could not run (no such root, no sysfs in it, unreadable input, kubelet
+     unreachable)
+  exec ends as CMD does (126: CMD cannot run, 127: not found)";
+
 /// Exit code of a usage error (clap's own, and the ones found after reading the machine).
 pub const EXIT_USAGE: i32 = 2;
 

@@ -6,7 +6,7 @@
 //! attributes}}`, `DeviceAttribute{int, bool, string, version}`). An attribute name
 //! without a domain is in the driver's own domain.
 
-use super::ParseError;
+use super::error::ParseError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
