@@ -54,7 +54,7 @@ fn commands() -> Vec<Vec<String>> {
 
 #[test]
 fn every_commands_help_ends_with_the_exit_code_table() {
-    let table = include_str!("../src/cli/mod.rs")
+    let table = include_str!("../src/cli/output.rs")
         .split("pub const EXIT_CODES: &str = \"\\\n")
         .nth(1)
         .and_then(|s| s.split("\";").next())
