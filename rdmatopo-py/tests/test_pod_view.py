@@ -36,7 +36,7 @@ def test_nics_are_the_pods_own_and_every_one_answers() -> None:
         assert not nic.partial
         assert nic.ports  # no OutsideViewError
     partial_nics = [n for n in topo.all_nics if n.partial]
-    assert partial reads, "the PFs of its VFs are read in part"
+    assert partial_nics, "the PFs of its VFs are read in part"
     with pytest.raises(rdmatopo.OutsideViewError):
         partial_nics[0].ports
 
