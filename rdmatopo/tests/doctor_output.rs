@@ -11,14 +11,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn fixtures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(support::fixtures_dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.join("root").is_dir())
-        .collect();
-    v.sort();
-    v
+    support::fixture_dirs()
 }
 
 fn rdmatopo(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -58,7 +51,7 @@ fn the_verdict_comes_first_and_errors_before_warnings_before_the_rest() {
     };
     let mut seen = [false; 3];
     for f in fixtures() {
-        let root = f.join("root").display().to_string();
+        let root = f.join("root.tar.gz").display().to_string();
         let out = rdmatopo(&["doctor", "--root", &root], &[]);
         let code = out.status.code().unwrap();
         if code == 3 {
@@ -137,7 +130,7 @@ fn min_severity_leaves_out_the_lesser_findings_but_not_their_exit_code() {
 #[test]
 fn quiet_prints_nothing_and_exits_as_doctor() {
     for f in ["pod-h100-2gpu-2vf", "h100-dgx", "pod-h100-limits"] {
-        let root = support::fixtures_dir().join(f).join("root");
+        let root = support::root(f);
         let root = root.display().to_string();
         let loud = rdmatopo(&["doctor", "--root", &root], &[]);
         let quiet = rdmatopo(&["doctor", "--root", &root, "-q"], &[]);

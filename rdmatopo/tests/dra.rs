@@ -20,17 +20,10 @@ use std::collections::HashMap;
 
 /// Every fixture that is a whole machine (not a container's view), by name.
 fn host_fixtures() -> Vec<(String, Topology)> {
-    let dir = support::fixtures_dir();
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().join("root").is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
     let mut out = Vec::new();
-    for n in names {
-        let topo = rdmatopo::discover(Some(&dir.join(&n).join("root"))).unwrap();
+    for dir in support::fixture_dirs() {
+        let n = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let topo = rdmatopo::discover(Some(&dir.join("root.tar.gz"))).unwrap();
         // A pod's fixtures are container views of a host, not hosts.
         if n.starts_with("pod-") || topo.view.is_some() {
             continue;

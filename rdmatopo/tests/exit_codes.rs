@@ -24,11 +24,7 @@ fn code(args: &[&str]) -> i32 {
 }
 
 fn root(name: &str) -> String {
-    support::fixtures_dir()
-        .join(name)
-        .join("root")
-        .display()
-        .to_string()
+    support::root(name).display().to_string()
 }
 
 /// Every command and `k8s` subcommand, read from the help of `rdmatopo` and of `rdmatopo

@@ -15,15 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn fixtures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(support::fixtures_dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.join("root").is_dir())
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no fixtures");
-    v
+    support::fixture_dirs()
 }
 
 /// Stdout of `rdmatopo ARGS --root <fixture>` (exit 0 asserted), with the caller's
@@ -32,7 +24,7 @@ fn stdout(fixture: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
         .args(args)
         .arg("--root")
-        .arg(fixture.join("root"))
+        .arg(fixture.join("root.tar.gz"))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .output()

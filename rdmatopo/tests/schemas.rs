@@ -113,14 +113,7 @@ fn check(validators: &BTreeMap<String, jsonschema::Validator>, what: &str, doc: 
 }
 
 fn fixture_roots() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(support::fixtures_dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("root"))
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
-    v
+    support::fixture_roots()
 }
 
 #[test]
@@ -154,11 +147,12 @@ fn every_json_output_on_every_fixture_matches_its_schema() {
             }
         }
         // What a capture holds beside sysfs.
+        let fs = support::open(root);
         for name in ["nvml.json", "verbs.json", "overlay.json"] {
-            let p = root.join("rdmatopo").join(name);
-            if let Ok(text) = std::fs::read_to_string(&p) {
-                let doc: Value = serde_json::from_str(&text).unwrap();
-                seen.push(check(&validators, &p.display().to_string(), &doc));
+            let p = format!("/rdmatopo/{name}");
+            if let Ok(bytes) = fs.read_bytes(&p, 16 << 20) {
+                let doc: Value = serde_json::from_slice(&bytes).unwrap();
+                seen.push(check(&validators, &format!("{}{p}", root.display()), &doc));
             }
         }
         // The NCCL topology file it writes, read back.
