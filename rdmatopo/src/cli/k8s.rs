@@ -7,8 +7,8 @@ use super::files::write_atomically;
 use super::output::{Output, json};
 use clap::{Args, Subcommand, ValueEnum};
 use rdmatopo::export::k8s::{
-    self, ConfigMap, Generated, NfdOptions, PodNetwork, PodOptions, PoolBy, SharedDevPluginOptions,
-    SriovDpOptions, WorkloadKind,
+    self, ConfigMap, Generated, NfdOptions, PodManifests, PodNetwork, PodOptions, PoolBy,
+    SharedDevPluginOptions, SriovDpOptions, WorkloadKind,
 };
 use rdmatopo::view::ViewError;
 use serde::Serialize;
@@ -32,8 +32,8 @@ pub enum K8sCommand {
     /// Node Feature Discovery labels as a features.d file (RDMA rails, link, GPU-NIC path, GPUDirect).
     #[command(after_help = super::output::EXIT_CODES)]
     Nfd(NfdArgs),
-    /// A Pod or Job asking for N GPUs with their rails, IPC_LOCK and the node facts as comments.
-    #[command(after_help = super::output::EXIT_CODES)]
+    /// A Guaranteed Pod or Job asking for N GPUs with their rails, whole CPUs and memory, IPC_LOCK, the node facts as comments; with --network sriov, the NetworkAttachmentDefinitions it names.
+    #[command(after_help = format!("{POD_HELP}\n{}", super::output::EXIT_CODES))]
     Pod(PodArgs),
     /// DeviceClasses and a ResourceClaimTemplate (resource.k8s.io/v1) for N GPUs, each with an RDMA NIC at its best class on this node.
     #[command(after_help = super::output::EXIT_CODES)]
@@ -45,6 +45,21 @@ pub enum K8sCommand {
     #[command(after_help = super::output::EXIT_CODES)]
     Probe(super::audit::ProbeArgs),
 }
+
+/// `k8s pod --help`'s epilogue, before the exit codes: what the output is and why.
+const POD_HELP: &str = "\
+The pod is Guaranteed (requests = limits for cpu and memory in every container), so
+the kubelet's static CPU manager gives it exclusive whole CPUs and the topology manager
+can align them with the GPUs (and, with --network sriov, the VFs). CPUs and memory come
+from the node unless --cpus and --memory say otherwise: each GPU's share of its NUMA
+node's CPUs, one less, and the node's MemTotal in the same proportion.
+
+With --network sriov the output also holds one NetworkAttachmentDefinition per VF pool
+the pod names (k8s.cni.cncf.io/v1, its k8s.v1.cni.cncf.io/resourceName the pool):
+sriov-cni (ib-sriov-cni on InfiniBand), then the tuning plugin setting the rail's MTU,
+with whereabouts IPAM over the rail's subnet where the node has an address on it. YAML
+is then several documents (the networks first), JSON a v1 List.
+";
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ManifestFormat {
@@ -192,6 +207,16 @@ pub struct PodArgs {
     /// Pool cut as in `k8s sriov-device-plugin --pool-by`.
     #[arg(long, value_enum, default_value = "rail")]
     pub pool_by: PoolByArg,
+    /// Whole CPUs the pod asks for (requests = limits). Default: each GPU's share of its
+    /// NUMA node's CPUs (the node's CPUs split among its GPUs, as `nccl-env` binds
+    /// ranks), one less, so a pod of every GPU leaves the kubelet's reserved CPUs free.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cpus: Option<u32>,
+    /// Memory the pod asks for (requests = limits), a Kubernetes quantity such as 64Gi.
+    /// Default: the NUMA nodes' MemTotal in the proportion of their CPUs the pod takes,
+    /// in whole GiB.
+    #[arg(long, value_name = "QUANTITY")]
+    pub memory: Option<String>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,19 +444,40 @@ fn pod(a: &PodArgs) -> Result<Output, String> {
             pool_by: a.pool_by.into(),
             include_excluded: false,
         },
+        cpus: a.cpus,
+        memory: a.memory.clone(),
     };
     let g = match k8s::pod(&topo, &opts) {
         Ok(g) => g,
         Err(ViewError::Argument(msg)) => return Ok(Output::usage_error(&msg)),
         Err(e) => return Err(e.to_string()),
     };
-    manifest(
-        a.format,
-        &format!("rdmatopo k8s pod --gpus {} for {}", a.gpus, topo.root),
-        &g.notes,
-        &g.value,
-    )
-    .map(Output::ok)
+    let header = format!("rdmatopo k8s pod --gpus {} for {}", a.gpus, topo.root);
+    let PodManifests { networks, workload } = &g.value;
+    if networks.is_empty() {
+        return manifest(a.format, &header, &g.notes, workload).map(Output::ok);
+    }
+    // The networks first: Multus looks them up when the pod is created.
+    Ok(Output::ok(match a.format {
+        ManifestFormat::Json => {
+            let mut items: Vec<serde_json::Value> = Vec::new();
+            for n in networks {
+                items.push(serde_json::to_value(n).map_err(|e| e.to_string())?);
+            }
+            items.push(serde_json::to_value(workload).map_err(|e| e.to_string())?);
+            json(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}))
+        }
+        ManifestFormat::Yaml => {
+            let mut s = yaml(&header, &g.notes, &networks[0])?;
+            for n in &networks[1..] {
+                s.push_str("---\n");
+                s.push_str(&serde_yaml_ng::to_string(n).map_err(|e| e.to_string())?);
+            }
+            s.push_str("---\n");
+            s.push_str(&serde_yaml_ng::to_string(workload).map_err(|e| e.to_string())?);
+            s
+        }
+    }))
 }
 
 fn dra(a: &DraArgs) -> Result<Output, String> {

@@ -5,7 +5,8 @@ use super::needs::HostFacts;
 use crate::model::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS, NetnsMode, NumaNode, Process, Topology};
 use crate::parse::{
     default_route, parse_cgroup, parse_cpuinfo, parse_cpulist, parse_environ, parse_limits_memlock,
-    parse_mountinfo, parse_nvidia_information, parse_rdma_cgroup_of, parse_status_field,
+    parse_mountinfo, parse_node_mem_total, parse_nvidia_information, parse_rdma_cgroup_of,
+    parse_status_field,
 };
 use crate::sysfs::join;
 use std::collections::BTreeSet;
@@ -58,6 +59,7 @@ fn env_is_relevant(key: &str) -> bool {
 
 pub(super) fn read_numa(ctx: &mut Ctx, topo: &mut Topology) {
     let distances_wanted = ctx.needs.numa_distances;
+    let memory_wanted = ctx.needs.numa_memory;
     let mut nodes: Vec<NumaNode> = ctx
         .list(NODE_DIR)
         .into_iter()
@@ -77,10 +79,14 @@ pub(super) fn read_numa(ctx: &mut Ctx, topo: &mut Topology) {
                 })
                 .flatten()
                 .unwrap_or_default();
+            let memory_kib = memory_wanted
+                .then(|| ctx.attr(&join(&dir, "meminfo"), true, parse_node_mem_total))
+                .flatten();
             NumaNode {
                 id,
                 cpus,
                 distances,
+                memory_kib,
             }
         })
         .collect();

@@ -20,6 +20,8 @@ pub struct Needs {
     pub pci: PciFacts,
     /// `node<N>/distance` of each NUMA node.
     pub numa_distances: bool,
+    /// `node<N>/meminfo`'s `MemTotal` of each NUMA node.
+    pub numa_memory: bool,
     /// How much of the host.
     pub host: HostFacts,
     /// The whole process view (device nodes, the driver's GPU list, runtime mounts),
@@ -168,6 +170,7 @@ impl Needs {
         sources: true,
         pci: PciFacts::Whole,
         numa_distances: true,
+        numa_memory: true,
         host: HostFacts::Whole,
         process_whole: true,
         limits: true,
@@ -188,6 +191,7 @@ impl Needs {
         sources: false,
         pci: PciFacts::Placement,
         numa_distances: false,
+        numa_memory: false,
         host: HostFacts::None,
         process_whole: false,
         limits: false,
@@ -260,6 +264,7 @@ impl Needs {
         host: HostFacts::Cpus,
         gids: GidFacts::UpToChoice,
         numa_distances: false,
+        numa_memory: false,
         limits: false,
         cross_check: false,
         far_gpu_neighbours: false,

@@ -1096,7 +1096,6 @@ pub fn nfd_feature_file(
     }
     s
 }
-
 // ---------------------------------------------------------------------------------
 // Pod / Job
 // ---------------------------------------------------------------------------------
@@ -1135,6 +1134,10 @@ pub struct PodOptions {
     pub shared: SharedDevPluginOptions,
     /// How the SR-IOV pools are named (as in [`sriov_device_plugin`]).
     pub sriov: SriovDpOptions,
+    /// Whole CPUs; `None` sizes them from the node ([`pod`]).
+    pub cpus: Option<u32>,
+    /// Memory as a Kubernetes quantity (`64Gi`); `None` sizes it from the node.
+    pub memory: Option<String>,
 }
 
 impl Default for PodOptions {
@@ -1148,6 +1151,8 @@ impl Default for PodOptions {
             gpu_resource: "nvidia.com/gpu".into(),
             shared: SharedDevPluginOptions::default(),
             sriov: SriovDpOptions::default(),
+            cpus: None,
+            memory: None,
         }
     }
 }
@@ -1162,9 +1167,37 @@ pub struct SecurityContext {
     pub capabilities: Capabilities,
 }
 
+/// A resource quantity: a count (GPUs, pool slots, whole CPUs) or a number with a
+/// unit (memory, `247Gi`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Quantity {
+    Count(u64),
+    Text(String),
+}
+
+impl From<u32> for Quantity {
+    fn from(n: u32) -> Self {
+        Self::Count(n.into())
+    }
+}
+
+impl std::fmt::Display for Quantity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Count(n) => write!(f, "{n}"),
+            Self::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A container's `resources`: the generated ones always have requests equal to
+/// limits, so that the pod is Guaranteed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resources {
-    pub limits: BTreeMap<String, u32>,
+    pub limits: BTreeMap<String, Quantity>,
+    #[serde(default)]
+    pub requests: BTreeMap<String, Quantity>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -1237,8 +1270,54 @@ pub enum Workload {
     },
 }
 
+impl Workload {
+    /// The pod's spec (a Job's template).
+    pub fn pod_spec(&self) -> &PodSpec {
+        match self {
+            Self::Pod { spec, .. } => spec,
+            Self::Job { spec, .. } => &spec.template.spec,
+        }
+    }
+
+    /// The pod's annotations (a Job's template's).
+    pub fn pod_annotations(&self) -> &BTreeMap<String, String> {
+        match self {
+            Self::Pod { metadata, .. } => &metadata.annotations,
+            Self::Job { spec, .. } => &spec.template.metadata.annotations,
+        }
+    }
+}
+
+/// `spec` of a NetworkAttachmentDefinition: the CNI configuration as JSON text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkAttachmentSpec {
+    pub config: String,
+}
+
+/// A Multus `k8s.cni.cncf.io/v1` NetworkAttachmentDefinition (the Network Plumbing
+/// Working Group's CRD: github.com/k8snetworkplumbingwg/multi-net-spec).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkAttachmentDefinition {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: NetworkAttachmentSpec,
+}
+
+/// What `k8s pod` writes: the NetworkAttachmentDefinitions the pod names (to apply
+/// first), and the Pod or Job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodManifests {
+    pub networks: Vec<NetworkAttachmentDefinition>,
+    pub workload: Workload,
+}
+
 /// The Multus annotation naming the pod's secondary networks.
 pub const MULTUS_NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+/// The NetworkAttachmentDefinition annotation naming the device plugin resource a
+/// network's device comes from (Multus asks the kubelet which device of it the pod got).
+pub const NAD_RESOURCE_NAME: &str = "k8s.v1.cni.cncf.io/resourceName";
 
 /// GPUs for a pod of `n`: the first `n` of the lowest NUMA node that has that many,
 /// else the first `n` in PCI order.
@@ -1255,15 +1334,278 @@ fn choose_gpus(rails: &NodeRails, n: usize) -> Vec<usize> {
         .unwrap_or_else(|| (0..n.min(rails.gpus.len())).collect())
 }
 
+/// A Kubernetes quantity as `--memory` takes it: a whole number, bare (bytes) or with
+/// a binary (`Ki` … `Ei`) or decimal (`k` … `E`) suffix, not zero.
+fn check_memory(q: &str) -> Result<(), ViewError> {
+    let digits = q.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &q[digits.len()..];
+    let ok = !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit())
+        && digits.chars().any(|c| c != '0')
+        && matches!(
+            suffix,
+            "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "k" | "M" | "G" | "T" | "P" | "E"
+        );
+    if ok {
+        Ok(())
+    } else {
+        Err(ViewError::Argument(format!(
+            "memory {q:?} is not a whole Kubernetes quantity such as 64Gi or 500M"
+        )))
+    }
+}
+
+/// The NUMA node of a GPU for sizing: its own, or the only node with CPUs.
+fn sizing_node(topo: &Topology, numa: Option<u32>) -> Option<u32> {
+    numa.or_else(|| {
+        match topo
+            .numa_nodes
+            .iter()
+            .filter(|n| !n.cpus.is_empty())
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [only] => Some(only.id),
+            _ => None,
+        }
+    })
+}
+
+/// What the pod is sized to, with where each number comes from.
+struct PodSize {
+    cpus: u32,
+    memory: String,
+    notes: Vec<String>,
+}
+
+/// CPUs and memory of the pod. By default each GPU brings its share of its NUMA
+/// node, as `nccl-env` binds local ranks (the node's CPUs split evenly among its
+/// GPUs), less one CPU: a pod of every GPU of a node then leaves CPUs there for the
+/// kubelet's reservation, which the static CPU manager policy requires to be above
+/// zero ("the static policy requires systemreserved.cpu + kubereserved.cpu to be
+/// greater than zero", kubernetes pkg/kubelet/cm/cpumanager/cpu_manager.go). Memory
+/// is the node's `MemTotal` in the same proportion as the CPUs taken, in whole GiB.
+fn pod_size(
+    topo: &Topology,
+    rails: &NodeRails,
+    chosen: &[usize],
+    opts: &PodOptions,
+) -> Result<PodSize, ViewError> {
+    let mut cpus = 0u32;
+    let mut mem_kib: Option<u64> = Some(0);
+    let mut unknown_cpus: Option<String> = None;
+    let mut unknown_mem: Option<String> = None;
+    // Each distinct share, with how many of the pod's GPUs bring it.
+    let mut how: Vec<(String, u32)> = Vec::new();
+    for gi in chosen {
+        let g = &rails.gpus[*gi];
+        let node = sizing_node(topo, g.numa_node).and_then(|n| topo.numa_node(n));
+        let Some(node) = node.filter(|n| !n.cpus.is_empty()) else {
+            unknown_cpus.get_or_insert(format!(
+                "GPU {}'s NUMA node (or its CPUs) is unknown in this root",
+                g.pci
+            ));
+            mem_kib = None;
+            continue;
+        };
+        let node_cpus = node.cpus.len() as u64;
+        let sharing = rails
+            .gpus
+            .iter()
+            .filter(|o| sizing_node(topo, o.numa_node) == Some(node.id))
+            .count()
+            .max(1) as u64;
+        let mine = (node_cpus / sharing).saturating_sub(1).max(1);
+        cpus += u32::try_from(mine).unwrap_or(u32::MAX);
+        match node.memory_kib {
+            Some(total) => {
+                if let Some(m) = mem_kib.as_mut() {
+                    *m += total * mine / node_cpus;
+                }
+            }
+            None => {
+                unknown_mem.get_or_insert(format!(
+                    "NUMA node {}'s meminfo is not in this root",
+                    node.id
+                ));
+                mem_kib = None;
+            }
+        }
+        let line = format!(
+            "{mine} of NUMA node {}'s {node_cpus} CPUs ({sharing} GPU{} there)",
+            node.id,
+            if sharing == 1 { "" } else { "s" }
+        );
+        match how.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, k)) => *k += 1,
+            None => how.push((line, 1)),
+        }
+    }
+    let mut notes = Vec::new();
+    let cpus = match (opts.cpus, unknown_cpus) {
+        (Some(n), _) => {
+            notes.push(format!("cpu {n}: --cpus"));
+            n
+        }
+        (None, Some(why)) => {
+            return Err(ViewError::Argument(format!(
+                "cannot size the pod's CPUs: {why}; pass --cpus N (and --memory)"
+            )));
+        }
+        (None, None) => {
+            notes.push(format!(
+                "cpu {cpus}: each GPU's share of its NUMA node's CPUs (split among its GPUs, as nccl-env binds ranks), one less so a pod of every GPU leaves the kubelet's reserved CPUs free: {}",
+                how.iter()
+                    .map(|(l, k)| format!("{k} GPU{} × {l}", if *k == 1 { "" } else { "s" }))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+            cpus
+        }
+    };
+    let memory = match (&opts.memory, mem_kib) {
+        (Some(q), _) => {
+            check_memory(q)?;
+            notes.push(format!("memory {q}: --memory"));
+            q.clone()
+        }
+        (None, Some(kib)) => {
+            let gib = (kib / (1024 * 1024)).max(1);
+            notes.push(format!(
+                "memory {gib}Gi: the NUMA nodes' MemTotal in the proportion of their CPUs the pod takes, in whole GiB"
+            ));
+            format!("{gib}Gi")
+        }
+        (None, None) => {
+            let why = unknown_mem
+                .unwrap_or_else(|| "the GPUs' NUMA nodes are unknown in this root".into());
+            return Err(ViewError::Argument(format!(
+                "cannot size the pod's memory: {why}; pass --memory QUANTITY (such as 64Gi)"
+            )));
+        }
+    };
+    Ok(PodSize {
+        cpus,
+        memory,
+        notes,
+    })
+}
+
+/// One sriov-cni network for a VF pool: the NetworkAttachmentDefinition and notes.
+///
+/// sriov-cni reads no MTU from its configuration: it reports the VF's MTU after the
+/// move, and on release puts back the MTU the VF had (k8snetworkplumbingwg/sriov-cni
+/// pkg/sriov/sriov.go `SetupVF`, `ResetVFConfig`, at 1b7acc5b). So the rail's MTU is
+/// set by the `tuning` plugin chained after it, whose `mtu` sets the pod interface's
+/// (containernetworking/plugins plugins/meta/tuning/tuning.go, at 3d27709f). An
+/// InfiniBand VF takes ib-sriov-cni (`"type": "ib-sriov"`) instead, as NVIDIA's
+/// Network Operator documents. IPAM is optional to both (their READMEs) but a RoCE v2
+/// GID needs an address: whereabouts (k8snetworkplumbingwg/whereabouts: `range`,
+/// `exclude`) hands out the rail's subnet, less this node's address on it.
+fn sriov_network(
+    name: &str,
+    resource: &str,
+    ports: &[&HcaPort],
+) -> (NetworkAttachmentDefinition, Vec<String>) {
+    let mut notes = Vec::new();
+    let labels: Vec<&str> = ports.iter().map(|p| p.label.as_str()).collect();
+    let ib = ports
+        .iter()
+        .all(|p| p.link_layer == Some(LinkLayer::InfiniBand));
+    let mut first = serde_json::json!({ "type": if ib { "ib-sriov" } else { "sriov" } });
+    if ib {
+        first["link_state"] = "enable".into();
+    }
+    let addrs: Vec<(std::net::Ipv4Addr, u8)> = ports
+        .iter()
+        .flat_map(|p| p.ipv4.iter())
+        .filter_map(|a| {
+            let (ip, len) = a.split_once('/')?;
+            Some((ip.parse().ok()?, len.parse().ok().filter(|l| *l <= 32)?))
+        })
+        .collect();
+    match addrs.first() {
+        Some((ip, len)) => {
+            let mask = if *len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(*len))
+            };
+            let net = std::net::Ipv4Addr::from(u32::from(*ip) & mask);
+            let exclude: Vec<String> = addrs.iter().map(|(a, _)| format!("{a}/32")).collect();
+            first["ipam"] = serde_json::json!({
+                "type": "whereabouts",
+                "range": format!("{net}/{len}"),
+                "exclude": exclude,
+            });
+            notes.push(format!(
+                "{name}: whereabouts hands out {net}/{len}, the subnet of {} on this node, less its address: exclude the other nodes' addresses too, or give pods a range of their own",
+                labels.join(", ")
+            ));
+        }
+        None => notes.push(format!(
+            "{name}: no IPv4 address on {} here, so no IPAM: add one if the VF needs an address (a RoCE v2 GID does)",
+            labels.join(", ")
+        )),
+    }
+    let mtus: BTreeSet<u32> = ports.iter().filter_map(|p| p.netdev_mtu).collect();
+    let mut plugins = vec![first];
+    match mtus.first() {
+        Some(mtu) => {
+            plugins.push(serde_json::json!({ "type": "tuning", "mtu": mtu }));
+            if mtus.len() > 1 {
+                notes.push(format!(
+                    "{name}: its rails' MTUs differ ({}); the smallest is set",
+                    mtus.iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        None => notes.push(format!(
+            "{name}: the MTU of {} is unknown here, so the VF keeps the one it has",
+            labels.join(", ")
+        )),
+    }
+    let config = serde_json::json!({
+        "cniVersion": "0.4.0",
+        "name": name,
+        "plugins": plugins,
+    });
+    let nad = NetworkAttachmentDefinition {
+        api_version: "k8s.cni.cncf.io/v1".into(),
+        kind: "NetworkAttachmentDefinition".into(),
+        metadata: ObjectMeta {
+            name: name.into(),
+            annotations: BTreeMap::from([(NAD_RESOURCE_NAME.to_string(), resource.to_string())]),
+            ..Default::default()
+        },
+        spec: NetworkAttachmentSpec {
+            config: config.to_string(),
+        },
+    };
+    (nad, notes)
+}
+
 /// A Pod (or Job) asking for `gpus` GPUs and the rails of those GPUs: one
 /// `rdma/hca_<netdev>` per rail from the shared plugin, or one VF per rail from the
-/// SR-IOV pools with a Multus network each; `IPC_LOCK` (RDMA pins memory), and a
-/// memory-backed `/dev/shm` (NCCL's shared-memory transport). The notes say which
-/// GPUs and rails were assumed and why.
+/// SR-IOV pools with a Multus network each (generated beside it: sriov-cni with the
+/// rail's MTU); `IPC_LOCK` (RDMA pins memory), and a memory-backed `/dev/shm` (NCCL's
+/// shared-memory transport).
+///
+/// The pod is Guaranteed: CPU (whole CPUs) and memory requests equal their limits in
+/// every container, the QoS rule of kubernetes.io/docs/concepts/workloads/pods/pod-qos/
+/// (`ComputePodQOS`, kubernetes pkg/apis/core/helper/qos/qos.go). The static CPU
+/// manager gives exclusive CPUs only to "containers in Guaranteed pods with integer CPU
+/// requests" (kubernetes.io/docs/tasks/administer-cluster/cpu-management-policies/),
+/// so the CPU count is whole; the topology manager aligns those CPUs with the GPUs and
+/// VFs. The notes say which GPUs, rails and sizes were assumed and why.
 ///
 /// # Errors
-/// Zero GPUs, more GPUs than the node has, or no pool for the chosen network.
-pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, ViewError> {
+/// Zero GPUs, more GPUs than the node has, a size that cannot be derived and was not
+/// given, or no pool for the chosen network.
+pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<PodManifests>, ViewError> {
     let rails = NodeRails::of(topo)?;
     let n = opts.gpus as usize;
     if n == 0 {
@@ -1281,7 +1623,13 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
             opts.name
         )));
     }
+    if opts.cpus == Some(0) {
+        return Err(ViewError::Argument(
+            "a Guaranteed pod needs at least one whole CPU".into(),
+        ));
+    }
     let chosen = choose_gpus(&rails, n);
+    let size = pod_size(topo, &rails, &chosen, opts)?;
     let mut wanted_ports: Vec<&str> = Vec::new();
     for gi in &chosen {
         for ri in &rails.gpus[*gi].rails {
@@ -1294,8 +1642,11 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
     }
 
     let mut notes = vec![node_summary(topo, &rails)];
-    let mut limits = BTreeMap::from([(opts.gpu_resource.clone(), opts.gpus)]);
+    let mut limits: BTreeMap<String, u32> =
+        BTreeMap::from([(opts.gpu_resource.clone(), opts.gpus)]);
     let mut networks: Vec<String> = Vec::new();
+    let mut nads: Vec<NetworkAttachmentDefinition> = Vec::new();
+    let mut nad_notes: Vec<String> = Vec::new();
     // The resource of each wanted port.
     let mut resource_of: BTreeMap<&str, String> = BTreeMap::new();
     match opts.network {
@@ -1331,16 +1682,30 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
                 )));
             }
             for p in &pools {
+                let res = format!(
+                    "{}/{}",
+                    p.resource.resource_prefix, p.resource.resource_name
+                );
+                let net = network_name(&p.resource.resource_name);
+                let mut used: Vec<&HcaPort> = Vec::new();
                 for port in &p.ports {
                     if let Some(w) = wanted_ports.iter().find(|w| *w == port) {
-                        let res = format!(
-                            "{}/{}",
-                            p.resource.resource_prefix, p.resource.resource_name
-                        );
                         resource_of.insert(w, res.clone());
-                        *limits.entry(res).or_default() += 1;
-                        networks.push(network_name(&p.resource.resource_name));
+                        *limits.entry(res.clone()).or_default() += 1;
+                        networks.push(net.clone());
+                        used.extend(
+                            rails
+                                .rails
+                                .iter()
+                                .filter(|r| r.port.label == *port)
+                                .map(|r| &r.port),
+                        );
                     }
+                }
+                if !used.is_empty() {
+                    let (nad, more) = sriov_network(&net, &res, &used);
+                    nads.push(nad);
+                    nad_notes.extend(more);
                 }
             }
         }
@@ -1373,6 +1738,11 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
         "the GPU device plugin picks the {n} GPU{} at admission; these rails are those of the GPUs above",
         if n == 1 { "" } else { "s" }
     ));
+    notes.push(
+        "requests = limits for cpu (whole CPUs) and memory: a Guaranteed pod, which the kubelet's static CPU manager gives exclusive CPUs and the topology manager aligns with the GPUs"
+            .into(),
+    );
+    notes.extend(size.notes);
     match opts.network {
         PodNetwork::RdmaShared => {
             notes.push(
@@ -1388,10 +1758,11 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
         }
         PodNetwork::Sriov => {
             notes.push(format!(
-                "each network in {MULTUS_NETWORKS} must be a NetworkAttachmentDefinition whose k8s.v1.cni.cncf.io/resourceName annotation is its pool"
+                "each network in {MULTUS_NETWORKS} is a NetworkAttachmentDefinition below (apply them first, in the pod's namespace): sriov-cni on a VF of its pool ({NAD_RESOURCE_NAME}), then the tuning plugin setting the rail's MTU"
             ));
+            notes.extend(nad_notes);
             notes.push(
-                "kubelet topologyManagerPolicy single-numa-node (topologyManagerScope pod) with a Guaranteed pod keeps the VFs on the GPUs' NUMA node"
+                "kubelet topologyManagerPolicy single-numa-node (topologyManagerScope pod) with this Guaranteed pod keeps the VFs and CPUs on the GPUs' NUMA node"
                     .into(),
             );
         }
@@ -1406,12 +1777,19 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
     if !networks.is_empty() {
         annotations.insert(MULTUS_NETWORKS.to_string(), networks.join(","));
     }
+    let mut limits: BTreeMap<String, Quantity> =
+        limits.into_iter().map(|(k, v)| (k, v.into())).collect();
+    limits.insert("cpu".into(), size.cpus.into());
+    limits.insert("memory".into(), Quantity::Text(size.memory));
     let spec = PodSpec {
         restart_policy: "Never".into(),
         containers: vec![Container {
             name: "main".into(),
             image: opts.image.clone(),
-            resources: Resources { limits },
+            resources: Resources {
+                requests: limits.clone(),
+                limits,
+            },
             security_context: SecurityContext {
                 capabilities: Capabilities {
                     add: vec!["IPC_LOCK".into()],
@@ -1429,7 +1807,7 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
             },
         }],
     };
-    let value = match opts.kind {
+    let workload = match opts.kind {
         WorkloadKind::Pod => Workload::Pod {
             api_version: "v1".into(),
             kind: "Pod".into(),
@@ -1459,7 +1837,13 @@ pub fn pod(topo: &Topology, opts: &PodOptions) -> Result<Generated<Workload>, Vi
             },
         },
     };
-    Ok(Generated { value, notes })
+    Ok(Generated {
+        value: PodManifests {
+            networks: nads,
+            workload,
+        },
+        notes,
+    })
 }
 
 #[cfg(test)]

@@ -559,6 +559,7 @@ impl ReadState {
                 id,
                 cpus: cpus.clone().unwrap_or_default(),
                 distances: Vec::new(),
+                memory_kib: None,
             });
         }
         let arm64 = cpu.get("arch").map(str::trim) == Some("arm64");

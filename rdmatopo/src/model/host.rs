@@ -11,6 +11,10 @@ pub struct NumaNode {
     pub cpus: CpuSet,
     /// `distance`: SLIT distances to every node, in node order.
     pub distances: Vec<u32>,
+    /// `MemTotal` of `meminfo`, in KiB (the kernel's "kB"): what `k8s pod` sizes a
+    /// pod's memory from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_kib: Option<u64>,
 }
 
 /// RDMA network-namespace mode (`/sys/module/ib_core/parameters/netns_mode`).

@@ -73,6 +73,7 @@ mod tests {
             id,
             cpus: cpus.parse().unwrap(),
             distances: Vec::new(),
+            memory_kib: None,
         }
     }
 

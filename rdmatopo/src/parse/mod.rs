@@ -33,8 +33,8 @@ pub use pcicfg::{ACS_CAP_ID, AcsFlags, AcsState, ExtCap, parse_acs, parse_ext_ca
 pub use proc::{
     CgroupEntry, CpuInfo, MemlockLimit, Mount, NvidiaProcGpu, RdmaLimit, RdmaLimitValue, Route,
     default_route, parse_cgroup, parse_cpuinfo, parse_environ, parse_fib_trie_local,
-    parse_limits_memlock, parse_mountinfo, parse_nvidia_information, parse_rdma_cgroup,
-    parse_rdma_cgroup_of, parse_route, parse_status_field, unescape_octal,
+    parse_limits_memlock, parse_mountinfo, parse_node_mem_total, parse_nvidia_information,
+    parse_rdma_cgroup, parse_rdma_cgroup_of, parse_route, parse_status_field, unescape_octal,
 };
 pub use qos::{
     PRIORITIES, PortBuffer, PortBuffers, TclassRule, TrafficClass, VfConfig, parse_buffer_size,

@@ -70,6 +70,26 @@ pub enum MemlockLimit {
     Bytes(u64),
 }
 
+/// `MemTotal` of a NUMA node's `meminfo` (`Node 0 MemTotal:  1056571392 kB`), in
+/// KiB: the kernel prints the node's total in kB (`node_read_meminfo`,
+/// drivers/base/node.c).
+pub fn parse_node_mem_total(text: &str) -> Result<u64, ParseError> {
+    let err = |r: &str| ParseError::new("node meminfo", text, r);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(2) == Some("MemTotal:"))
+        .ok_or_else(|| err("no MemTotal line"))?;
+    let mut words = line.split_whitespace().skip(3);
+    let value = words
+        .next()
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or_else(|| err("MemTotal is not a number"))?;
+    match words.next() {
+        Some("kB") => Ok(value),
+        _ => Err(err("MemTotal is not in kB")),
+    }
+}
+
 /// `Max locked memory` soft limit from `/proc/<pid>/limits`.
 pub fn parse_limits_memlock(text: &str) -> Result<MemlockLimit, ParseError> {
     let line = text
@@ -164,6 +184,15 @@ pub fn parse_rdma_cgroup_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_mem_total() {
+        let t = "Node 1 MemTotal:       1056763852 kB\nNode 1 MemFree:        1000 kB\n";
+        assert_eq!(parse_node_mem_total(t).unwrap(), 1_056_763_852);
+        assert!(parse_node_mem_total("Node 0 MemFree: 5 kB\n").is_err());
+        assert!(parse_node_mem_total("Node 0 MemTotal: x kB\n").is_err());
+        assert!(parse_node_mem_total("Node 0 MemTotal: 5 MB\n").is_err());
+    }
 
     #[test]
     fn status_fields() {

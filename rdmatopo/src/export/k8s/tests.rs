@@ -285,20 +285,29 @@ fn pod_asks_for_the_rails_of_its_gpus() {
         ..Default::default()
     };
     let g = pod(&topo, &opts).unwrap();
-    let Workload::Pod { spec, metadata, .. } = &g.value else {
+    assert!(
+        g.value.networks.is_empty(),
+        "the shared plugin names no network"
+    );
+    let Workload::Pod { spec, metadata, .. } = &g.value.workload else {
         panic!("not a pod")
     };
     assert!(metadata.annotations.is_empty());
     let limits = &spec.containers[0].resources.limits;
-    assert_eq!(limits["nvidia.com/gpu"], 2);
+    assert_eq!(limits["nvidia.com/gpu"], Quantity::Count(2));
     let rails = NodeRails::of(&topo).unwrap();
     // GPUs 0 and 1 (NUMA 0) and their rails.
     for gi in 0..2 {
         let r = &rails.rails[rails.gpus[gi].rails[0] as usize];
         let key = format!("rdma/hca_{}", r.port.pci_netdev.as_deref().unwrap());
-        assert_eq!(limits.get(&key), Some(&1), "{key} in {limits:?}");
+        assert_eq!(
+            limits.get(&key),
+            Some(&Quantity::Count(1)),
+            "{key} in {limits:?}"
+        );
     }
-    assert_eq!(limits.len(), 3);
+    // The GPUs, their two rails, cpu and memory.
+    assert_eq!(limits.len(), 5);
     assert_eq!(
         spec.containers[0].security_context.capabilities.add,
         ["IPC_LOCK"]
@@ -315,19 +324,339 @@ fn sriov_job_names_one_network_per_vf() {
         ..Default::default()
     };
     let g = pod(&topo, &opts).unwrap();
-    let Workload::Job { spec, .. } = &g.value else {
+    let Workload::Job { spec, .. } = &g.value.workload else {
         panic!("not a job")
     };
     let nets = &spec.template.metadata.annotations[MULTUS_NETWORKS];
     assert_eq!(nets.split(',').count(), 4);
     assert!(nets.split(',').all(|n| n.starts_with("vf-enp")), "{nets}");
     let limits = &spec.template.spec.containers[0].resources.limits;
-    let vfs: u32 = limits
+    let vfs: u64 = limits
         .iter()
         .filter(|(k, _)| k.starts_with("nvidia.com/vf_"))
-        .map(|(_, v)| v)
+        .map(|(_, v)| match v {
+            Quantity::Count(n) => *n,
+            Quantity::Text(t) => panic!("{t}"),
+        })
         .sum();
     assert_eq!(vfs, 4);
+}
+
+/// A Kubernetes quantity in its base unit (bytes, or thousandths for `m`), as
+/// apimachinery's `resource.Quantity` reads the whole numbers written here.
+fn quantity_value(q: &serde_json::Value) -> u128 {
+    if let Some(n) = q.as_u64() {
+        return u128::from(n) * 1000;
+    }
+    let t = q.as_str().expect("a quantity is a number or a string");
+    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let n: u128 = digits.parse().unwrap_or_else(|_| panic!("quantity {t}"));
+    let scale: u128 = match &t[digits.len()..] {
+        "m" => 1,
+        "" => 1000,
+        "k" => 1000 * 1000,
+        "M" => 1000 * 1000u128.pow(2),
+        "G" => 1000 * 1000u128.pow(3),
+        "T" => 1000 * 1000u128.pow(4),
+        "Ki" => 1000 * 1024,
+        "Mi" => 1000 * 1024u128.pow(2),
+        "Gi" => 1000 * 1024u128.pow(3),
+        "Ti" => 1000 * 1024u128.pow(4),
+        other => panic!("suffix {other} in {t}"),
+    };
+    n * scale
+}
+
+/// The pod's QoS class as Kubernetes computes it from the object: requests default to
+/// limits where unset (`SetDefaults_Pod`), then `ComputePodQOS` (kubernetes
+/// pkg/apis/core/helper/qos/qos.go): per container of `initContainers` and
+/// `containers`, cpu and memory each Guaranteed (request = limit, not zero),
+/// BestEffort (both zero) or Burstable; a pod is Guaranteed when every container is.
+fn qos_class(pod_spec: &serde_json::Value) -> &'static str {
+    let mut pod_qos: Option<&'static str> = None;
+    let containers = ["initContainers", "containers"]
+        .iter()
+        .filter_map(|k| pod_spec.get(k).and_then(|v| v.as_array()))
+        .flatten();
+    for c in containers {
+        let limits = c["resources"]["limits"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let mut requests = c["resources"]["requests"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for (k, v) in &limits {
+            requests.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        let mut container_qos: Option<&'static str> = None;
+        for res in ["cpu", "memory"] {
+            let req = requests.get(res).map_or(0, quantity_value);
+            let lim = limits.get(res).map_or(0, quantity_value);
+            let q = if req != lim {
+                "Burstable"
+            } else if req == 0 {
+                "BestEffort"
+            } else {
+                "Guaranteed"
+            };
+            match container_qos {
+                None => container_qos = Some(q),
+                Some(prev) if prev != q => container_qos = Some("Burstable"),
+                Some(_) => {}
+            }
+        }
+        let q = container_qos.unwrap_or("BestEffort");
+        match pod_qos {
+            None => pod_qos = Some(q),
+            Some(prev) if prev != q || q == "Burstable" => return "Burstable",
+            Some(_) => {}
+        }
+    }
+    pod_qos.unwrap_or("BestEffort")
+}
+
+#[test]
+fn qos_class_reads_pods_as_kubernetes_does() {
+    let spec = |resources: serde_json::Value| serde_json::json!({"containers": [{"name": "main", "resources": resources}]});
+    // What `k8s pod` wrote before: GPUs and pools only.
+    assert_eq!(
+        qos_class(&spec(serde_json::json!({"limits": {"nvidia.com/gpu": 2}}))),
+        "BestEffort"
+    );
+    assert_eq!(
+        qos_class(&spec(serde_json::json!({"limits": {"cpu": 4}}))),
+        "Burstable"
+    );
+    assert_eq!(
+        qos_class(&spec(
+            serde_json::json!({"limits": {"cpu": 4, "memory": "1Gi"}})
+        )),
+        "Guaranteed",
+        "requests default to limits"
+    );
+    assert_eq!(
+        qos_class(&spec(serde_json::json!({
+            "limits": {"cpu": 4, "memory": "1Gi"},
+            "requests": {"cpu": "4000m", "memory": "1024Mi"}
+        }))),
+        "Guaranteed"
+    );
+    assert_eq!(
+        qos_class(&spec(serde_json::json!({
+            "limits": {"cpu": 4, "memory": "1Gi"},
+            "requests": {"cpu": 2, "memory": "1Gi"}
+        }))),
+        "Burstable"
+    );
+    let mut two = spec(serde_json::json!({"limits": {"cpu": 4, "memory": "1Gi"}}));
+    two["initContainers"] = serde_json::json!([{"name": "init"}]);
+    assert_eq!(qos_class(&two), "Burstable", "a BestEffort init container");
+}
+
+fn all_fixtures() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            p.join("root.tar.gz")
+                .exists()
+                .then(|| p.file_name()?.to_str().map(String::from))?
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_generated_pod_is_guaranteed_with_whole_cpus() {
+    let mut checked = 0;
+    for name in all_fixtures() {
+        let topo = fixture(&name);
+        for network in [PodNetwork::RdmaShared, PodNetwork::Sriov] {
+            for kind in [WorkloadKind::Pod, WorkloadKind::Job] {
+                let opts = PodOptions {
+                    network,
+                    kind,
+                    ..Default::default()
+                };
+                let Ok(g) = pod(&topo, &opts) else { continue };
+                let v = serde_json::to_value(&g.value.workload).unwrap();
+                let spec = match kind {
+                    WorkloadKind::Pod => &v["spec"],
+                    WorkloadKind::Job => &v["spec"]["template"]["spec"],
+                };
+                assert_eq!(qos_class(spec), "Guaranteed", "{name} {network:?} {kind:?}");
+                for c in spec["containers"].as_array().unwrap() {
+                    let cpu = quantity_value(&c["resources"]["requests"]["cpu"]);
+                    assert!(
+                        cpu > 0 && cpu % 1000 == 0,
+                        "{name}: cpu {cpu}m is not whole"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 40, "only {checked} pods generated");
+}
+
+/// A file of a fixture's tree, read here apart from discovery: the path from the root,
+/// or its end when it starts with `/` (the device's own directory, not a symlink).
+fn fixture_file(name: &str, rel: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(name)
+        .join("root.tar.gz");
+    let file = std::fs::File::open(root).unwrap();
+    let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    for e in ar.entries().unwrap() {
+        let mut e = e.unwrap();
+        let full = e.path().unwrap().to_string_lossy().to_string();
+        let path = full.strip_prefix("root/").unwrap_or(&full);
+        if path == rel || (rel.starts_with('/') && path.ends_with(rel)) {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut e, &mut s).unwrap();
+            return s;
+        }
+    }
+    panic!("{rel} not in {name}")
+}
+
+#[test]
+fn pod_size_is_each_gpus_numa_share_less_one_cpu() {
+    let topo = fixture("h100-dgx");
+    let cpus = crate::parse::parse_cpulist(&fixture_file(
+        "h100-dgx",
+        "sys/devices/system/node/node0/cpulist",
+    ))
+    .unwrap()
+    .len() as u64;
+    let meminfo = fixture_file("h100-dgx", "sys/devices/system/node/node0/meminfo");
+    let total_kib: u64 = meminfo
+        .lines()
+        .find(|l| l.contains("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Four GPUs on node 0 (the DGX H100's layout, the fixture's README).
+    let share = cpus / 4 - 1;
+    let g = pod(&topo, &PodOptions::default()).unwrap();
+    let res = &g.value.workload.pod_spec().containers[0].resources;
+    assert_eq!(res.limits["cpu"], Quantity::Count(share));
+    let gib = total_kib * share / cpus / (1024 * 1024);
+    assert_eq!(res.limits["memory"], Quantity::Text(format!("{gib}Gi")));
+    assert_eq!(res.requests, res.limits);
+
+    let given = PodOptions {
+        cpus: Some(8),
+        memory: Some("64Gi".into()),
+        ..Default::default()
+    };
+    let res = &pod(&topo, &given)
+        .unwrap()
+        .value
+        .workload
+        .pod_spec()
+        .containers[0]
+        .resources
+        .clone();
+    assert_eq!(res.requests["cpu"], Quantity::Count(8));
+    assert_eq!(res.requests["memory"], Quantity::Text("64Gi".into()));
+    for bad in ["64GB", "0", "1.5Gi", "", "Gi"] {
+        let opts = PodOptions {
+            memory: Some(bad.into()),
+            ..Default::default()
+        };
+        assert!(
+            matches!(pod(&topo, &opts), Err(ViewError::Argument(_))),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn a_pod_that_cannot_be_sized_asks_for_the_flags() {
+    let mut topo = fixture("h100-dgx");
+    for n in &mut topo.numa_nodes {
+        n.memory_kib = None;
+    }
+    let err = pod(&topo, &PodOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("--memory"), "{err}");
+    let opts = PodOptions {
+        memory: Some("64Gi".into()),
+        ..Default::default()
+    };
+    assert!(pod(&topo, &opts).is_ok());
+    topo.numa_nodes.clear();
+    let err = pod(&topo, &opts).unwrap_err();
+    assert!(err.to_string().contains("--cpus"), "{err}");
+}
+
+#[test]
+fn sriov_pod_brings_a_network_for_each_it_names_with_the_rails_mtu() {
+    let name = "host-h100-sriov";
+    let topo = fixture(name);
+    for by in [PoolBy::Rail, PoolBy::Switch] {
+        let opts = PodOptions {
+            gpus: 8,
+            network: PodNetwork::Sriov,
+            sriov: SriovDpOptions {
+                pool_by: by,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let g = pod(&topo, &opts).unwrap();
+        let named: BTreeSet<&str> = g.value.workload.pod_annotations()[MULTUS_NETWORKS]
+            .split(',')
+            .collect();
+        let made: BTreeSet<&str> = g
+            .value
+            .networks
+            .iter()
+            .map(|n| n.metadata.name.as_str())
+            .collect();
+        assert_eq!(named, made, "{by:?}");
+        let limits = &g.value.workload.pod_spec().containers[0].resources.limits;
+        let rails = NodeRails::of(&topo).unwrap();
+        for nad in &g.value.networks {
+            assert_eq!(nad.api_version, "k8s.cni.cncf.io/v1");
+            let resource = &nad.metadata.annotations[NAD_RESOURCE_NAME];
+            assert!(limits.contains_key(resource), "{resource} not asked for");
+            let config: serde_json::Value = serde_json::from_str(&nad.spec.config).unwrap();
+            assert_eq!(config["name"], nad.metadata.name.as_str());
+            let plugins = config["plugins"].as_array().unwrap();
+            assert_eq!(plugins[0]["type"], "sriov");
+            assert_eq!(plugins[1]["type"], "tuning");
+            // The MTU of the rails' PF netdevs, read from the tree itself.
+            let pool_word = resource.rsplit('/').next().unwrap();
+            let mtus: BTreeSet<u64> = rails
+                .rails
+                .iter()
+                .filter(|r| {
+                    let pf = r.port.pci_netdev.as_deref().unwrap();
+                    by == PoolBy::Switch || pool_word == format!("vf_{pf}")
+                })
+                .map(|r| {
+                    let pf = r.port.netdev.as_deref().unwrap();
+                    fixture_file(name, &format!("/net/{pf}/mtu"))
+                        .trim()
+                        .parse()
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(
+                plugins[1]["mtu"].as_u64(),
+                mtus.first().copied(),
+                "{resource}"
+            );
+            assert_eq!(plugins[0]["ipam"]["type"], "whereabouts");
+        }
+    }
 }
 
 #[test]

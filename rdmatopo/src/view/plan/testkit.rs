@@ -110,6 +110,7 @@ impl Builder {
                 id: i as u32,
                 cpus,
                 distances: (0..n).map(|j| if i == j { 10 } else { 21 }).collect(),
+                memory_kib: None,
             });
         }
         topo.process.cpus_allowed = Some(all.clone());
