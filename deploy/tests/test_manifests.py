@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -477,6 +478,90 @@ def test_nfd_feature_file(fixture):
     assert int(labels["rdmatopo.io/rdma.rails"]) >= 0
 
 
+# The NetworkAttachmentDefinition CRD's schema (k8snetworkplumbingwg/
+# network-attachment-definition-client artifacts/networks-crd.yaml, at 6fd0897f), closed
+# where it is structural, as strict field validation reads it: a field it does not
+# define would be pruned, and `kubectl apply --validate=strict` fails on it.
+NAD_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "k8s.cni.cncf.io/v1"},
+        "kind": {"const": "NetworkAttachmentDefinition"},
+        "metadata": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
+                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+        "spec": {
+            "type": "object",
+            "required": ["config"],
+            "additionalProperties": False,
+            "properties": {"config": {"type": "string"}},
+        },
+    },
+}
+NAD_RESOURCE = "k8s.v1.cni.cncf.io/resourceName"
+MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+
+
+def quantity(q):
+    """A Kubernetes quantity in thousandths of its unit (apimachinery resource.Quantity,
+    for the whole numbers and suffixes written here)."""
+    if isinstance(q, int):
+        return q * 1000
+    m = re.fullmatch(r"(\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?", q)
+    assert m, f"quantity {q!r}"
+    scale = {None: 1000, "m": 1, "k": 10**3 * 1000, "M": 10**6 * 1000, "G": 10**9 * 1000,
+             "T": 10**12 * 1000, "P": 10**15 * 1000, "E": 10**18 * 1000}
+    scale.update({s: 1024 ** (i + 1) * 1000 for i, s in enumerate(["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])})
+    return int(m.group(1)) * scale[m.group(2)]
+
+
+def qos_class(pod_spec):
+    """The QoS class Kubernetes gives the pod: requests default to limits where unset
+    (SetDefaults_Pod), then ComputePodQOS (kubernetes pkg/apis/core/helper/qos/qos.go):
+    per container (init containers too), cpu and memory each Guaranteed (request = limit
+    > 0), BestEffort (both 0) or Burstable; the pod is Guaranteed when every container is."""
+    pod = None
+    for c in pod_spec.get("initContainers", []) + pod_spec.get("containers", []):
+        limits = c.get("resources", {}).get("limits", {})
+        requests = {**limits, **c.get("resources", {}).get("requests", {})}
+        shapes = set()
+        for res in ("cpu", "memory"):
+            req, lim = quantity(requests.get(res, 0)), quantity(limits.get(res, 0))
+            shapes.add("Burstable" if req != lim else "BestEffort" if req == 0 else "Guaranteed")
+        container = shapes.pop() if len(shapes) == 1 else "Burstable"
+        if container == "Burstable" or (pod is not None and pod != container):
+            return "Burstable"
+        pod = container
+    return pod or "BestEffort"
+
+
+def test_qos_class_reads_pods_as_kubernetes_does():
+    spec = lambda r: {"containers": [{"name": "main", "resources": r}]}
+    assert qos_class(spec({"limits": {"nvidia.com/gpu": 1}})) == "BestEffort"
+    assert qos_class(spec({"limits": {"cpu": 4}})) == "Burstable"
+    assert qos_class(spec({"limits": {"cpu": 4, "memory": "1Gi"}})) == "Guaranteed"
+    assert qos_class(spec({"limits": {"cpu": 4, "memory": "1Gi"}, "requests": {"cpu": "4000m"}})) == "Guaranteed"
+    assert qos_class(spec({"limits": {"cpu": 4, "memory": "1Gi"}, "requests": {"cpu": 2}})) == "Burstable"
+    two = spec({"limits": {"cpu": 4, "memory": "1Gi"}})
+    two["initContainers"] = [{"name": "init"}]
+    assert qos_class(two) == "Burstable"
+
+
+def pod_docs(out, fmt):
+    if fmt == "yaml":
+        return list(yaml.safe_load_all(out))
+    doc = json.loads(out)
+    return doc["items"] if doc["kind"] == "List" else [doc]
+
+
 @pytest.mark.parametrize("fixture", FIXTURES)
 @pytest.mark.parametrize(
     "network,kind",
@@ -497,23 +582,43 @@ def test_pod(fixture, network, kind, fmt):
     assert out.returncode == 0, out.stderr
     if fmt == "yaml":
         assert out.stdout.startswith("# rdmatopo k8s pod"), "the node facts come first, as comments"
-    doc = yaml.safe_load(out.stdout) if fmt == "yaml" else json.loads(out.stdout)
+    *nads, doc = pod_docs(out.stdout, fmt)
     validate(doc)
     assert doc["kind"] == {"pod": "Pod", "job": "Job"}[kind]
     template = doc["spec"]["template"] if kind == "job" else doc
+    assert qos_class(template["spec"]) == "Guaranteed", template["spec"]["containers"]
     (c,) = template["spec"]["containers"]
     assert "IPC_LOCK" in c["securityContext"]["capabilities"]["add"]
     limits = c["resources"]["limits"]
+    assert isinstance(limits["cpu"], int) and limits["cpu"] > 0, "the static CPU manager wants whole CPUs"
     assert limits["nvidia.com/gpu"] == 1
     plugin = "rdma-shared-dev-plugin" if network == "rdma-shared" else "sriov-device-plugin"
     pools = plugin_pools(fixture, plugin)
-    rail_resources = {k: v for k, v in limits.items() if k != "nvidia.com/gpu"}
+    rail_resources = {k: v for k, v in limits.items() if k not in ("nvidia.com/gpu", "cpu", "memory")}
     assert set(rail_resources) <= pools, "every resource asked for is a pool the plugin config defines"
     annotations = template.get("metadata", {}).get("annotations", {})
     if network == "sriov":
-        networks = annotations["k8s.v1.cni.cncf.io/networks"].split(",")
+        networks = annotations[MULTUS_NETWORKS].split(",")
         assert len(networks) == sum(rail_resources.values()), "one Multus network per VF"
         for n in networks:
             assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n) and len(n) <= 63
+        assert sorted(n["metadata"]["name"] for n in nads) == sorted(set(networks)), "every network named is generated"
+        for nad in nads:
+            check_sriov_network(fixture, nad, limits)
     else:
-        assert "k8s.v1.cni.cncf.io/networks" not in annotations
+        assert MULTUS_NETWORKS not in annotations
+        assert nads == [], "nothing named, nothing generated"
+
+
+def check_sriov_network(fixture, nad, limits):
+    jsonschema.validate(nad, NAD_SCHEMA)
+    resource = nad["metadata"]["annotations"][NAD_RESOURCE]
+    assert resource in limits, f"{resource}: the network's pool is not one the pod asks for"
+    config = json.loads(nad["spec"]["config"])
+    assert config["name"] == nad["metadata"]["name"]
+    first, *rest = config["plugins"]
+    assert first["type"] in {"sriov", "ib-sriov"}
+    # The rail's MTU, from the PF netdev the pool is named after (`--pool-by rail`).
+    pf = resource.split("/", 1)[1].removeprefix("vf_")
+    mtu = int((root(fixture) / "sys" / "class" / "net" / pf / "mtu").read_text())
+    assert [p for p in rest if p["type"] == "tuning"] == [{"type": "tuning", "mtu": mtu}]

@@ -102,6 +102,9 @@ fn arguments_this_machine_cannot_satisfy_are_usage_errors() {
         vec![
             "k8s", "pod", "--root", &pod, "--gpus", "1", "--name", "Not_DNS",
         ],
+        vec![
+            "k8s", "pod", "--root", &pod, "--gpus", "1", "--memory", "lots",
+        ],
     ] {
         let out = rdmatopo(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
