@@ -251,7 +251,7 @@ impl Needs {
     /// (with the GPUs' names), GID slots up to NCCL's choice, ports' state and adapters'
     /// `sys_image_guid`, this namespace's netdevs by kind and link (and their state and
     /// addresses where no default route names one), the online CPUs, QoS. Not what only
-    /// `doctor` or `inventory` shows (NUMA distances, the process's limits, other
+    /// `doctor` or `inventory` shows (NUMA distances and memory, the process's limits, other
     /// functions' identity, PCIe links, ACS and IOMMU groups, the functions beside a
     /// GPU, firmware and board ids, the MTU, the CPU model, the driver's version) nor
     /// the sources' cross-check. `tests/needs.rs` holds the plan read so equal to the

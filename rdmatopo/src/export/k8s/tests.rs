@@ -492,7 +492,7 @@ fn every_generated_pod_is_guaranteed_with_whole_cpus() {
                 for c in spec["containers"].as_array().unwrap() {
                     let cpu = quantity_value(&c["resources"]["requests"]["cpu"]);
                     assert!(
-                        cpu > 0 && cpu % 1000 == 0,
+                        cpu > 0 && cpu.is_multiple_of(1000),
                         "{name}: cpu {cpu}m is not whole"
                     );
                 }
