@@ -368,6 +368,11 @@ impl NumaNode {
     fn distances<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.0.distances)
     }
+    /// `MemTotal` of `meminfo`, in KiB; `None` where the root does not show it.
+    #[getter]
+    fn memory_kib(&self) -> Option<u64> {
+        self.0.memory_kib
+    }
     fn __repr__(&self) -> String {
         format!(
             "NumaNode(id={}, cpus={})",

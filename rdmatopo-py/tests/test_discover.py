@@ -84,6 +84,7 @@ def test_objects_carry_the_model_fields(fixture_root: Path) -> None:
         assert node.id == jnode["id"]
         assert node.cpus == frozenset(cpulist(jnode["cpus"]))
         assert list(node.distances) == jnode["distances"]
+        assert node.memory_kib == jnode.get("memory_kib")
     assert [(d.severity, d.code, d.message) for d in topo.diagnostics] == [
         (d["severity"], d["code"], d["message"]) for d in model["diagnostics"]
     ]
