@@ -52,7 +52,8 @@ The pod is Guaranteed (requests = limits for cpu and memory in every container),
 the kubelet's static CPU manager gives it exclusive whole CPUs and the topology manager
 can align them with the GPUs (and, with --network sriov, the VFs). CPUs and memory come
 from the node unless --cpus and --memory say otherwise: each GPU's share of its NUMA
-node's CPUs, one less, and the node's MemTotal in the same proportion.
+node's CPUs, one less, and the node's MemTotal in the same proportion; a root that
+does not show them is a usage error (exit 2) naming the flag to pass.
 
 With --network sriov the output also holds one NetworkAttachmentDefinition per VF pool
 the pod names (k8s.cni.cncf.io/v1, its k8s.v1.cni.cncf.io/resourceName the pool):
