@@ -680,3 +680,57 @@ fn a_node_without_rdma_gets_no_pools_and_is_told_why() {
     assert_eq!(labels["rdmatopo.io/rdma.capable"], "false");
     assert_eq!(labels["rdmatopo.io/rdma.rails"], "0");
 }
+
+#[test]
+fn sriov_network_follows_the_link_layer_address_and_mtu_of_its_rails() {
+    let topo = fixture("host-h100-sriov");
+    let rails = NodeRails::of(&topo).unwrap();
+    let (a, b) = (rails.rails[0].port.clone(), rails.rails[1].port.clone());
+    let plugins = |nad: &NetworkAttachmentDefinition| -> Vec<serde_json::Value> {
+        let c: serde_json::Value = serde_json::from_str(&nad.spec.config).unwrap();
+        c["plugins"].as_array().unwrap().clone()
+    };
+
+    // RoCE with an address: sriov-cni, whereabouts over the subnet less this node.
+    let (nad, _) = sriov_network("net-a", "nvidia.com/vf_a", &[&a]);
+    let p = plugins(&nad);
+    assert_eq!(p[0]["type"], "sriov");
+    let (ip, len) = a.ipv4[0].split_once('/').unwrap();
+    assert_eq!(
+        p[0]["ipam"]["exclude"],
+        serde_json::json!([format!("{ip}/32")])
+    );
+    let range = p[0]["ipam"]["range"].as_str().unwrap();
+    assert!(range.ends_with(&format!("/{len}")), "{range}");
+    assert_eq!(
+        p[1],
+        serde_json::json!({"type": "tuning", "mtu": a.netdev_mtu.unwrap()})
+    );
+    assert_eq!(
+        nad.metadata.annotations[NAD_RESOURCE_NAME],
+        "nvidia.com/vf_a"
+    );
+
+    // InfiniBand without an address: ib-sriov-cni, no IPAM, and the note says so.
+    let mut ib = a.clone();
+    ib.link_layer = Some(LinkLayer::InfiniBand);
+    ib.ipv4.clear();
+    ib.netdev_mtu = Some(4092);
+    let (nad, notes) = sriov_network("net-ib", "nvidia.com/vf_ib", &[&ib]);
+    let p = plugins(&nad);
+    assert_eq!(p[0]["type"], "ib-sriov");
+    assert!(p[0].get("ipam").is_none());
+    assert_eq!(p[1]["mtu"], 4092);
+    assert!(notes.iter().any(|n| n.contains("no IPAM")), "{notes:?}");
+
+    // One pool over rails of different MTUs takes the smallest; an unknown MTU is left.
+    let mut small = b.clone();
+    small.netdev_mtu = Some(1500);
+    let (nad, notes) = sriov_network("net-ab", "nvidia.com/vf_sw", &[&a, &small]);
+    assert_eq!(plugins(&nad)[1]["mtu"], 1500);
+    assert!(notes.iter().any(|n| n.contains("MTUs differ")), "{notes:?}");
+    let mut unknown = a.clone();
+    unknown.netdev_mtu = None;
+    let (nad, _) = sriov_network("net-u", "nvidia.com/vf_u", &[&unknown]);
+    assert_eq!(plugins(&nad).len(), 1, "no tuning without an MTU");
+}
