@@ -38,11 +38,11 @@ impl FactSource for LiveVerbs {
         let mut devices = Vec::new();
         let mut first_failure = None;
         let index_of = device_index_fn();
-        let mut device_index = BTreeMap::new();
+        let mut indices = BTreeMap::new();
         for &dev in list.devices() {
             let name = device_name(dev);
             if let Some(index) = index_of.and_then(|f| device_index(f, dev)) {
-                device_index.insert(name.clone(), index);
+                indices.insert(name.clone(), index);
             }
             match Context::open(dev)
                 .map_err(|e| open_error(&name, &e))
@@ -63,7 +63,7 @@ impl FactSource for LiveVerbs {
         Ok(Facts::Verbs(VerbsSnapshot {
             schema: VerbsSnapshot::SCHEMA.to_string(),
             devices,
-            device_index,
+            device_index: indices,
         }))
     }
 
@@ -439,6 +439,18 @@ mod tests {
         for l in 0..=3 {
             assert!(crate::parse::parse_link_layer(link_layer_name(l)).is_ok());
         }
+    }
+
+    #[test]
+    fn a_negative_device_index_is_none() {
+        unsafe extern "C" fn none(_: *mut ibv_device) -> c_int {
+            -1
+        }
+        unsafe extern "C" fn seven(_: *mut ibv_device) -> c_int {
+            7
+        }
+        assert_eq!(device_index(none, std::ptr::null_mut()), None);
+        assert_eq!(device_index(seven, std::ptr::null_mut()), Some(7));
     }
 
     #[test]
