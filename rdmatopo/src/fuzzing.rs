@@ -985,6 +985,7 @@ pub fn full_machine() -> MemTree {
                 gids: Vec::new(),
             }],
         }],
+        device_index: Default::default(),
     };
     t.file(
         crate::sources::VERBS_SNAPSHOT_PATH,

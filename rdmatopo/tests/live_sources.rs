@@ -201,6 +201,7 @@ fn verbs_facts() -> VerbsSnapshot {
                 }],
             }],
         }],
+        device_index: [("mlx5_0".to_string(), 7)].into_iter().collect(),
     }
 }
 

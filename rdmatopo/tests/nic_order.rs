@@ -1,9 +1,11 @@
-//! NIC numbering against a published `nvidia-smi topo -m` (issue 21, item 5).
+//! NIC numbering against a published `nvidia-smi topo -m` (issue 21, item 5; issue 49).
 //!
-//! nvidia-smi numbers RDMA devices in a case-blind natural order: on a DGX Spark
-//! `rocep1s0f0` (PCI domain 0000) is NIC0 and `roceP2p1s0f0` (domain 0002) is NIC2,
-//! where a byte-wise sort would put the capital `P` first. `fixtures/dgx-spark` models
-//! that machine; its README cites the capture copied here.
+//! nvidia-smi numbers RDMA devices in the order they registered (`view::nic_order`),
+//! which rdmatopo reads from the verbs facts' device index, live or from a snapshot.
+//! Without it names decide, in a case-blind natural order: on a DGX Spark `rocep1s0f0`
+//! (PCI domain 0000) is NIC0 and `roceP2p1s0f0` (domain 0002) is NIC2, where a byte-wise
+//! sort would put the capital `P` first (and where the devices probed in that order).
+//! `fixtures/dgx-spark` models that machine; its README cites the capture copied here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -70,4 +72,103 @@ fn dgx_spark_matrix_is_nvidia_smis_byte_for_byte() {
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(matrix, PUBLIC_MATRIX);
+}
+
+fn fixture_archive(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"))
+        .join(name)
+        .join("root.tar.gz")
+}
+
+/// `rdmatopo topo --root ROOT`: (stdout, stderr).
+fn topo_of(root: &std::path::Path) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .arg("topo")
+        .arg("--root")
+        .arg(root)
+        .env_clear()
+        .output()
+        .expect("run rdmatopo");
+    assert!(
+        out.status.success(),
+        "rdmatopo topo: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn legend_of(text: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| *l != "NIC Legend:")
+        .map(str::trim)
+        .filter(|l| l.starts_with("NIC") && l.contains(": "))
+        .map(|l| l.split_once(": ").unwrap().1.to_string())
+        .collect()
+}
+
+const NOTE: &str = "NICs are numbered by name";
+
+/// pub-h100-penny's published legend: the InfiniBand adapters, probed first, before the
+/// Ethernet ones, whatever udev renamed them to.
+const PENNY_LEGEND: [&str; 13] = [
+    "mlx5_ib0",
+    "mlx5_ib1",
+    "mlx5_ib2",
+    "mlx5_ib3",
+    "mlx5_ib4",
+    "mlx5_ib5",
+    "mlx5_ib6",
+    "mlx5_ib7",
+    "mlx5_eth0",
+    "mlx5_eth1",
+    "mlx5_eth2",
+    "mlx5_eth3",
+    "mlx5_eth4",
+];
+
+/// A snapshot keeps the registration order it read (the verbs facts' device index), so
+/// the capture numbers NICs as the machine did, and says nothing of a fallback.
+#[test]
+fn a_snapshot_numbers_nics_as_the_machine_did() {
+    let dir = std::env::temp_dir().join(format!("rdmatopo-nic-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let snap = dir.join("penny.tar.gz");
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .arg("snapshot")
+        .arg("--root")
+        .arg(fixture_archive("pub-h100-penny"))
+        .arg("-o")
+        .arg(&snap)
+        .env_clear()
+        .output()
+        .expect("run rdmatopo snapshot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for root in [fixture_archive("pub-h100-penny"), snap] {
+        let (text, err) = topo_of(&root);
+        assert_eq!(legend_of(&text), PENNY_LEGEND, "{}", root.display());
+        assert!(!err.contains(NOTE), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Without a device index the NICs keep the name order, and stderr (not stdout, which
+/// parsers read as nvidia-smi's) says so where the names are more than one series.
+#[test]
+fn without_the_index_names_decide_and_stderr_says_so() {
+    let (text, err) = topo_of(&fixture_archive("azure-ndv5"));
+    let legend = legend_of(&text);
+    assert_eq!(legend.first().map(String::as_str), Some("mlx5_an0"));
+    assert!(!text.contains(NOTE));
+    assert_eq!(err.matches(NOTE).count(), 1, "{err}");
+    // One series of kernel names: nothing to say.
+    let (text, err) = topo_of(&fixture_archive("pub-b200-nccltests333"));
+    assert_eq!(legend_of(&text).first().map(String::as_str), Some("mlx5_0"));
+    assert!(!err.contains(NOTE), "{err}");
 }

@@ -33,18 +33,13 @@ const CAPTURES: &[&str] = &[
 /// affinities and legend are compared with ours renumbered to the published order; the
 /// test fails once the numbering matches, so the entry is removed with the fix.
 ///
-/// `pub-h100-penny`: nvidia-smi lists udev-renamed `mlx5_ib0..7` before `mlx5_eth0..4`,
-/// so its order is not by name; `pub-a100-oci-nps4` rules out PCI address order (its
-/// `mlx5_1-4` sit beside GPU2-3, after GPU0-1 in bus order). Every capture fits the order
-/// in which the devices registered: libibverbs lists them as the kernel's netlink dump
-/// gives them (rdma-core `libibverbs/ibdev_nl.c`, `init.c`), by device index, which ib_core
-/// allocates cyclically (`xa_alloc_cyclic` in `assign_name`, drivers/infiniband/core/device.c).
-/// sysfs does not show that index. The `uverbs<N>` number is not a stand-in for it:
-/// ib_uverbs gives the lowest free number (`ida_alloc_max` in `ib_uverbs_add_one`, freed by
-/// `ib_uverbs_remove_one`, drivers/infiniband/core/uverbs_main.c), so a RoCE LAG device,
-/// registered after its ports' devices left, takes their number: on `pub-h200-bond-blog`
-/// `mlx5_bond_0` is `uverbs1`, and nvidia-smi lists it last.
-const KNOWN_NIC_ORDER: &[&str] = &["pub-h100-penny"];
+/// None now. nvidia-smi numbers NICs in the order the RDMA devices registered (udev-renamed
+/// `mlx5_ib0..7` before `mlx5_eth0..4` on `pub-h100-penny`; `mlx5_bond_0` after `mlx5_9` on
+/// `pub-h200-bond-blog`; PCI address order is ruled out by `pub-a100-oci-nps4`, whose
+/// `mlx5_1-4` sit beside GPU2-3). rdmatopo reads that order from the kernel's device index
+/// as libibverbs reports it, recorded in a snapshot's `rdmatopo/verbs.json`
+/// (`view::nic_order`); those two captures carry it, the others number as their names sort.
+const KNOWN_NIC_ORDER: &[&str] = &[];
 
 fn fixtures() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"))

@@ -440,6 +440,7 @@ mod tests {
         topo.verbs = Some(VerbsSnapshot {
             schema: VerbsSnapshot::SCHEMA.into(),
             devices,
+            device_index: Default::default(),
         });
         topo
     }

@@ -3,6 +3,7 @@ use super::output::{Output, json, nothing_found_line};
 use clap::Args;
 use rdmatopo::Topology;
 use rdmatopo::view::container::{ContainerView, Context, Ownership};
+use rdmatopo::view::nic_order::{self, NicOrder};
 use rdmatopo::view::{GpuNames, TopoMatrix};
 use std::io::IsTerminal;
 
@@ -115,8 +116,17 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
             }
         },
     };
+    // Said once, on stderr: stdout stays parseable as nvidia-smi's.
+    if !text.is_empty()
+        && let (NicOrder::Name, true) = nic_order::of_matrix(&topo, &matrix)
+    {
+        notes.push_str(NIC_ORDER_NOTE);
+    }
     Ok(Output::ok(text).with_header(header).with_notes(notes))
 }
+
+/// Where the registration order is unknown and the names alone may mislead.
+const NIC_ORDER_NOTE: &str = "rdmatopo: NICs are numbered by name: the order they registered, which nvidia-smi numbers them in, is unknown here (no libibverbs device index: live, rdmatopo built without the `verbs` feature; a snapshot, taken without it)\n";
 
 /// One line saying which view is shown and why.
 fn header(topo: &Topology, view: &ContainerView, owned_view: bool, matrix: &TopoMatrix) -> String {

@@ -1,5 +1,6 @@
 use crate::parse::{GidType, LinkLayer, PciAddr, PhysState, PortState, Rate};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One valid entry of a port's GID table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +146,15 @@ pub struct VerbsDevice {
 pub struct VerbsSnapshot {
     pub schema: String,
     pub devices: Vec<VerbsDevice>,
+    /// The kernel's index of each RDMA device `ibv_get_device_list` listed, opened or
+    /// not (`ibv_get_device_index`, rdma-core 32 and later; empty before, or where the
+    /// kernel gives none). ib_core hands indices out in the order devices register and
+    /// never reuses one soon (`assign_name`: `xa_alloc_cyclic`, drivers/infiniband/core/
+    /// device.c), and rdma-core lists devices in that order (its RDMA netlink dump of
+    /// `RDMA_NLDEV_CMD_GET` walks the devices by index): the order nvidia-smi numbers
+    /// NICs in (`view::nic_order`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub device_index: BTreeMap<String, u32>,
 }
 
 impl VerbsSnapshot {

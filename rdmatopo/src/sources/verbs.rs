@@ -13,6 +13,7 @@ use rdma_sys::{
     ibv_free_device_list, ibv_get_device_list, ibv_get_device_name, ibv_open_device, ibv_port_attr,
     ibv_query_device,
 };
+use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::io;
 use std::mem::MaybeUninit;
@@ -36,8 +37,13 @@ impl FactSource for LiveVerbs {
         // sysfs names it); only when none answers is the whole source unavailable.
         let mut devices = Vec::new();
         let mut first_failure = None;
+        let index_of = device_index_fn();
+        let mut indices = BTreeMap::new();
         for &dev in list.devices() {
             let name = device_name(dev);
+            if let Some(index) = index_of.and_then(|f| device_index(f, dev)) {
+                indices.insert(name.clone(), index);
+            }
             match Context::open(dev)
                 .map_err(|e| open_error(&name, &e))
                 .and_then(|ctx| read_device(&ctx, name))
@@ -57,6 +63,7 @@ impl FactSource for LiveVerbs {
         Ok(Facts::Verbs(VerbsSnapshot {
             schema: VerbsSnapshot::SCHEMA.to_string(),
             devices,
+            device_index: indices,
         }))
     }
 
@@ -138,6 +145,26 @@ fn device_name(dev: *mut ibv_device) -> String {
     unsafe { CStr::from_ptr(name) }
         .to_string_lossy()
         .into_owned()
+}
+
+/// `int ibv_get_device_index(struct ibv_device *)`.
+type GetDeviceIndex = unsafe extern "C" fn(*mut ibv_device) -> c_int;
+
+/// `ibv_get_device_index`, looked up at run time: rdma-core added it in release 32
+/// (libibverbs/device.c, IBVERBS_1.9), and rdma-sys binds it only from new headers.
+fn device_index_fn() -> Option<GetDeviceIndex> {
+    let this = libloading::os::unix::Library::this();
+    // SAFETY: the symbol, when present, is libibverbs' `ibv_get_device_index`, whose C
+    // prototype `GetDeviceIndex` spells out.
+    let f = unsafe { this.get::<GetDeviceIndex>(b"ibv_get_device_index\0") }.ok()?;
+    Some(*f)
+}
+
+/// The kernel's index of `dev` (`RDMA_NLDEV_ATTR_DEV_INDEX`, as rdma-core's netlink
+/// device dump read it); `None` where the kernel or library gave none (-1).
+fn device_index(f: GetDeviceIndex, dev: *mut ibv_device) -> Option<u32> {
+    // SAFETY: `dev` is an element of a live device list.
+    u32::try_from(unsafe { f(dev) }).ok()
 }
 
 fn read_device(ctx: &Context, name: String) -> Result<VerbsDevice, SourceError> {
@@ -412,6 +439,18 @@ mod tests {
         for l in 0..=3 {
             assert!(crate::parse::parse_link_layer(link_layer_name(l)).is_ok());
         }
+    }
+
+    #[test]
+    fn a_negative_device_index_is_none() {
+        unsafe extern "C" fn none(_: *mut ibv_device) -> c_int {
+            -1
+        }
+        unsafe extern "C" fn seven(_: *mut ibv_device) -> c_int {
+            7
+        }
+        assert_eq!(device_index(none, std::ptr::null_mut()), None);
+        assert_eq!(device_index(seven, std::ptr::null_mut()), Some(7));
     }
 
     #[test]

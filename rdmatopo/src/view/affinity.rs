@@ -7,6 +7,7 @@
 //! node, SYS = across NUMA nodes. NVLink makes GPU pairs `NV<n>`.
 
 use super::error::ViewError;
+use super::nic_order::{device_index, order_by_registration};
 use crate::model::{NvLinkRemote, PciFunction, PciRole, RdmaDevice, Topology};
 use crate::parse::{CpuSet, NcclPathLevel, PciAddr};
 use serde::ser::SerializeStruct;
@@ -375,8 +376,10 @@ pub struct TopoMatrix {
 impl TopoMatrix {
     pub const SCHEMA: &'static str = "rdmatopo.topo/1";
 
-    /// Build the matrix over `gpus` and the RDMA devices named in `nics` (both in the
-    /// order given).
+    /// Build the matrix over `gpus` (in the order given) and the RDMA devices named in
+    /// `nics`: in the order they registered where the model holds every one's kernel
+    /// index, as nvidia-smi numbers them, else in the order given
+    /// ([`nic_order`](super::nic_order)).
     pub fn build(topo: &Topology, gpus: &[PciAddr], nics: &[&str]) -> Self {
         let mut devices: Vec<MatrixDevice> = gpus
             .iter()
@@ -401,6 +404,12 @@ impl TopoMatrix {
                 rdma.entry(d.name.as_str()).or_insert(d);
             }
         }
+        let mut nics: Vec<&str> = nics
+            .iter()
+            .copied()
+            .filter(|n| rdma.get(n).is_some_and(|d| d.pci.is_some()))
+            .collect();
+        order_by_registration(&mut nics, device_index(topo));
         let mut n = 0;
         for name in nics {
             let Some(pci) = rdma.get(name).and_then(|d| d.pci) else {

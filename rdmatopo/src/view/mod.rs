@@ -1,7 +1,8 @@
 //! The view: the facts every answer builds on, as pure functions of a
 //! [`crate::Topology`] (no I/O, no environment, no clock): path classes and the
 //! nvidia-smi matrix ([`affinity`]), which devices this process owns ([`container`]),
-//! the devices being judged ([`scope`]), one name per GPU ([`naming`]), GID choice
+//! the devices being judged ([`scope`]), one name per GPU ([`naming`]) and the NICs' order
+//! ([`nic_order`]), GID choice
 //! ([`gid`]), RoCE QoS facts ([`qos`]), the per-rank NCCL plan ([`plan`]), the node's
 //! rails ([`rails`]), and the facade the CLI, Python and C call ([`devices`]).
 
@@ -12,6 +13,7 @@ pub mod dra;
 mod error;
 pub mod gid;
 pub mod naming;
+pub mod nic_order;
 pub mod plan;
 pub mod qos;
 pub mod rails;
