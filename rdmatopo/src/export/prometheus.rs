@@ -49,8 +49,8 @@ const SEVERITIES: [(Severity, &str); 3] = [
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceRead {
     /// `sysfs` (the node's topology under `--root`), `kubelet` (the PodResources
-    /// socket) or `allocation-file` (`--allocation`), `rdma-shared-config`; a source
-    /// added later (the API server's ResourceSlices) is one more entry.
+    /// socket) or `allocation-file` (`--allocation`), `rdma-shared-config`,
+    /// `api-server` (the node's ResourceSlices, `--api-server`).
     pub source: &'static str,
     pub read: bool,
 }
