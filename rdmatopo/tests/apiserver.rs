@@ -404,10 +404,16 @@ fn live_slices_place_claimed_devices_and_the_list_asks_for_this_node_only() {
     let s = samples(&text);
     assert_eq!(source_up(&s, "api-server"), Some(1.0), "{text}");
     assert_eq!(gauge(&s, "rdmatopo_audit_up"), Some(1.0), "{text}");
-    assert!(
-        text.contains("pod=\"aligned\""),
-        "pod series are written: {text}"
-    );
+    // The metrics name the claim each pod's devices came from.
+    let claim = s
+        .iter()
+        .find(|x| {
+            x.metric == "rdmatopo_audit_container_claim_devices"
+                && x.labels.get("pod") == Some("aligned")
+        })
+        .unwrap_or_else(|| panic!("no claim series: {text}"));
+    assert_eq!(claim.labels.get("claim"), Some("ml/aligned-gpu-nic"));
+    assert!(matches!(claim.value, prometheus_parse::Value::Gauge(v) if v == 2.0));
 }
 
 #[test]

@@ -173,6 +173,27 @@ pub fn audit_metrics(report: &AuditReport) -> String {
     }
     header(
         &mut out,
+        "rdmatopo_audit_container_claim_devices",
+        "GPUs and NICs of the container placed from each DRA claim (label claim: namespace/name), so the pod's series can be joined with its claim.",
+    );
+    for (labels, c) in &containers {
+        let mut claims: std::collections::BTreeMap<&str, usize> = Default::default();
+        let resources = c.gpus.iter().map(|g| &g.resource);
+        for r in resources.chain(c.nics.iter().map(|n| &n.resource)) {
+            if let Some(claim) = r.strip_prefix("claim ") {
+                *claims.entry(claim).or_default() += 1;
+            }
+        }
+        for (claim, n) in claims {
+            let _ = writeln!(
+                out,
+                "rdmatopo_audit_container_claim_devices{{{labels},claim=\"{}\"}} {n}",
+                escape(claim)
+            );
+        }
+    }
+    header(
+        &mut out,
         "rdmatopo_audit_container_numa_misaligned",
         "1 when a GPU or NIC of the container has none of its CPUs local to it (doctor check numa-affinity).",
     );
