@@ -19,6 +19,14 @@ if ! rustc --print target-libdir --target "$target" >/dev/null 2>&1 \
   || [ ! -d "$(rustc --print target-libdir --target "$target")" ]; then
   rustup target add "$target"
 fi
+# ring (rustls's crypto, for the API server client) compiles C and assembly for the
+# target: cc-rs takes $arch-linux-musl-gcc, else musl-gcc (Debian's musl-tools).
+cc_var="CC_${arch}_unknown_linux_musl"
+if [ -z "${!cc_var:-}" ] && ! command -v "$arch-linux-musl-gcc" >/dev/null \
+  && ! command -v musl-gcc >/dev/null; then
+  echo "build-static.sh: no C compiler for $target: install musl-tools (musl-gcc)" >&2
+  exit 1
+fi
 cargo build --release --locked -p rdmatopo --bin rdmatopo --target "$target"
 # The helper needs only NVML; with the features the C and Python bindings build the
 # library with, the three share one release build of it.

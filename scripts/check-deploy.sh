@@ -11,7 +11,8 @@
 #
 # Needs: kubectl with kustomize v5 (the upstream apt repository pkgs.k8s.io, or the
 # Google Cloud SDK's `kubectl` package; Debian 12's kubernetes-client is 1.20, too
-# old), and the Debian packages prometheus (promtool), umoci, skopeo; a venv with kubernetes-validate pytest pyyaml
+# old), and the Debian packages prometheus (promtool), umoci, skopeo, musl-tools (the static
+# build's C compiler for ring); a venv with kubernetes-validate pytest pyyaml
 # prometheus-client ($PYTHON, default .venv/bin/python); `cargo build -p rdmatopo`
 # (RDMATOPO_BIN) and the static build (scripts/build-static.sh; build-image.sh runs it
 # when target/static is empty).
@@ -57,6 +58,15 @@ rc=0
 [ "$rc" = 3 ] || fail "k8s audit without a kubelet exited $rc, not 3"
 grep -qx 'rdmatopo_audit_up 0' "$work/down.prom" || fail "a failed round does not say up 0"
 promtool check metrics <"$work/down.prom"
+# An API server that cannot be reached (a kubeconfig naming a port nothing listens on).
+printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: "http://127.0.0.1:9"}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n' >"$work/kubeconfig"
+rc=0
+KUBECONFIG="$work/kubeconfig" "$bin" k8s audit --root fixtures/h100-dgx/root --allocation "$work/allocation.json" \
+  --api-server --node-name node-a --timeout 2s --format prometheus >"$work/apiserver-down.prom" 2>/dev/null || rc=$?
+[ "$rc" = 3 ] || fail "k8s audit without its API server exited $rc, not 3"
+grep -qx 'rdmatopo_audit_source_up{source="api-server"} 0' "$work/apiserver-down.prom" \
+  || fail "a round without the API server does not say so"
+promtool check metrics <"$work/apiserver-down.prom"
 
 step "promtool check rules, promtool test rules"
 mkdir "$work/rules"

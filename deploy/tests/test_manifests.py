@@ -254,7 +254,7 @@ def check_host_mounts(spec, c, recursive=False):
             assert mounts[path]["recursiveReadOnly"] == "Enabled"
         else:
             assert "recursiveReadOnly" not in mounts[path], "the base is for 1.29 too"
-    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
+    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     assert host[mounts["/host/sys"]["name"]] == "/sys"
     assert host[mounts["/host/proc"]["name"]] == "/proc"
     return mounts, host
@@ -316,7 +316,46 @@ def check_audit(ds, recursive=False):
     assert "--up" not in c["livenessProbe"]["exec"]["command"], "a kubelet away is not fixed by a restart"
     env = {e["name"]: e for e in c.get("env", [])}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    # The node's ResourceSlices from the API server, with a token this container alone
+    # mounts (the pod mounts none: the NFD writer talks to no API).
+    assert "--api-server" in args
+    token = mounts[SA_DIR]
+    assert token["readOnly"] is True
+    sources = next(v for v in spec["volumes"] if v["name"] == token["name"])["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    assert sources[1]["configMap"]["name"] == "kube-root-ca.crt"
+    assert sources[2]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    others = [c for c in spec["containers"] if c["name"] != "audit"]
+    for other in others:
+        assert SA_DIR not in {m["mountPath"] for m in other["volumeMounts"]}
     return args
+
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def check_rbac(docs):
+    """The one grant: get/list/watch of resourceslices in resource.k8s.io, bound to
+    the DaemonSet's service account."""
+    roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
+    bindings = [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert [r["kind"] for r in roles] == ["ClusterRole"]
+    assert [b["kind"] for b in bindings] == ["ClusterRoleBinding"]
+    role, binding = roles[0], bindings[0]
+    assert role["rules"] == [{
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceslices"],
+        "verbs": ["get", "list", "watch"],
+    }]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"],
+    }
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount")
+    assert ds["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
+    assert binding["subjects"] == [{
+        "kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": sa["metadata"]["namespace"],
+    }]
 
 
 def render(overlay):
@@ -332,21 +371,32 @@ def render(overlay):
 def test_kustomize_renders_and_validates(overlay):
     docs = render(overlay)
     kinds = sorted(d["kind"] for d in docs)
-    expected = ["DaemonSet", "Namespace", "PriorityClass", "ServiceAccount"]
+    expected = ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "Namespace", "PriorityClass", "ServiceAccount"]
     if overlay == "overlays/monitoring":
         expected = sorted(expected + ["ConfigMap", "PrometheusRule"])
     assert kinds == expected
+    cluster_scoped = {"Namespace", "PriorityClass", "ClusterRole", "ClusterRoleBinding"}
     for d in docs:
         if d["kind"] not in CUSTOM_KINDS:
             validate_for(d, OVERLAYS[overlay])
-        if d["kind"] not in {"Namespace", "PriorityClass"}:
+        if d["kind"] not in cluster_scoped:
             assert d["metadata"]["namespace"] == "rdmatopo"
+    check_rbac(docs)
     ds = next(d for d in docs if d["kind"] == "DaemonSet")
     recursive = overlay == "overlays/recursive-readonly"
     check_daemonset(ds, recursive)
     check_audit(ds, recursive)
     for c in ds["spec"]["template"]["spec"]["containers"]:
         assert c["image"] == f"{IMAGE}:{VERSION}"
+
+
+def test_rbac_check_rejects_a_wider_grant():
+    """check_rbac can fail: one more verb, or another resource, is refused."""
+    for widen in (lambda r: r["verbs"].append("create"), lambda r: r["resources"].append("resourceclaims")):
+        docs = render("base")
+        widen(next(d for d in docs if d["kind"] == "ClusterRole")["rules"][0])
+        with pytest.raises(AssertionError):
+            check_rbac(docs)
 
 
 def test_recursive_readonly_is_unknown_to_1_29():
@@ -391,7 +441,9 @@ def test_daemonset_audit_command_runs_against_a_fixture(tmp_path):
         ]}],
     }]}))
     target = tmp_path / "rdmatopo-audit.prom"
+    # No API server here: tests/apiserver.rs runs --api-server against a double of one.
     args = [a for a in args if not a.startswith(("--root=", "--write=", "--interval=", "--pod-resources-socket="))]
+    args.remove("--api-server")
     out = rdmatopo(*args, f"--root={root('h100-dgx')}", f"--write={target}", f"--allocation={allocation}")
     assert out.returncode == 2, out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["allocation.json", "rdmatopo-audit.prom"]

@@ -10,7 +10,8 @@ use rdmatopo::export::k8s::SharedDevPluginConfig;
 use rdmatopo::export::prometheus::{self, AuditRound, SourceRead};
 use rdmatopo::model::Severity;
 use rdmatopo::model::allocation::Allocation;
-use rdmatopo::sources::kubelet;
+use rdmatopo::parse::SliceDevice;
+use rdmatopo::sources::{apiserver, kubelet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,7 +36,8 @@ pub struct AuditArgs {
     /// `--format json --with-allocation`, or its `allocation` object alone.
     #[arg(long, value_name = "FILE", conflicts_with = "pod_resources_socket")]
     pub allocation: Option<PathBuf>,
-    /// Give up on the kubelet after this long (the whole exchange).
+    /// Give up on the kubelet, and on the API server, after this long (each whole
+    /// exchange).
     #[arg(long, value_name = "DURATION", default_value = "5s")]
     pub timeout: humantime::Duration,
     #[arg(long, value_enum, default_value = "table")]
@@ -49,7 +51,13 @@ pub struct AuditArgs {
     /// --node-name, other nodes' slices are told apart.
     #[arg(long, value_name = "FILE")]
     pub resource_slices: Option<PathBuf>,
-    /// The node's name, for the report (the DaemonSet passes spec.nodeName).
+    /// Read this node's ResourceSlices from the Kubernetes API server instead (a list
+    /// with the field selector spec.nodeName=NAME; KUBECONFIG, else the pod's
+    /// service account; needs --node-name).
+    #[arg(long, conflicts_with = "resource_slices")]
+    pub api_server: bool,
+    /// The node's name, for the report and the API server's field selector (the
+    /// DaemonSet passes spec.nodeName).
     #[arg(long, env = "NODE_NAME", value_name = "NAME")]
     pub node_name: Option<String>,
     /// Also put the kubelet's answer in the JSON report (`allocation`), so it can be
@@ -118,6 +126,15 @@ fn shared_options(a: &AuditArgs) -> Result<AuditOptions, String> {
     })
 }
 
+/// The node's ResourceSlices from the API server: `Ok(None)` where it serves no
+/// `resource.k8s.io/v1` (no DRA claim can then be placed by a slice).
+fn api_slices(a: &AuditArgs) -> Result<Option<Vec<SliceDevice>>, String> {
+    let node = a.node_name.as_deref().filter(|n| !n.is_empty()).ok_or(
+        "--api-server needs the node's name (--node-name, or NODE_NAME from the pod's spec.nodeName)",
+    )?;
+    apiserver::read(node, a.timeout.into()).map_err(|e| e.to_string())
+}
+
 /// The sources a round needs, none read yet.
 fn required(a: &AuditArgs) -> Vec<SourceRead> {
     let mut sources = vec![SourceRead {
@@ -138,6 +155,12 @@ fn required(a: &AuditArgs) -> Vec<SourceRead> {
         },
         read: false,
     });
+    if a.api_server {
+        sources.push(SourceRead {
+            source: "api-server",
+            read: false,
+        });
+    }
     sources
 }
 
@@ -155,19 +178,48 @@ fn mark<T>(
     result
 }
 
+/// A judgement, and the error of a source it went on without (its pods judged
+/// without it: the API server's slices place only DRA claims).
+type Judged = (AuditReport, Allocation, Option<String>);
+
 /// Read every source and judge the node.
-fn judge(a: &AuditArgs, sources: &mut [SourceRead]) -> Result<(AuditReport, Allocation), String> {
+fn judge(a: &AuditArgs, sources: &mut [SourceRead]) -> Result<Judged, String> {
     let topo = mark(sources, "sysfs", a.root.discover())?;
-    let opts = mark(sources, "rdma-shared-config", options(a))?;
+    let mut opts = mark(sources, "rdma-shared-config", options(a))?;
     let source = if a.allocation.is_some() {
         "allocation-file"
     } else {
         "kubelet"
     };
     let alloc = mark(sources, source, allocation(a))?;
+    let mut missed = None;
+    if a.api_server {
+        match mark(sources, "api-server", api_slices(a)) {
+            Ok(Some(slices)) => {
+                opts.resource_slices = Some(slices);
+                opts.node_name = a.node_name.clone();
+            }
+            Ok(None) => {
+                if holds_claims(&alloc) {
+                    eprintln!(
+                        "rdmatopo: the API server serves no resource.k8s.io/v1 ResourceSlices (Kubernetes before 1.34, or the API group off): DRA claims are placed by device name where the driver's names say which device"
+                    );
+                }
+            }
+            Err(e) => missed = Some(format!("api-server: {e}")),
+        }
+    }
     let mut report = audit::audit(&topo, &alloc, &opts);
     report.node = a.node_name.clone();
-    Ok((report, alloc))
+    Ok((report, alloc, missed))
+}
+
+fn holds_claims(alloc: &Allocation) -> bool {
+    alloc
+        .pods
+        .iter()
+        .flat_map(|p| &p.containers)
+        .any(|c| !c.dynamic_resources.is_empty())
 }
 
 /// What one round gives: the text to print or write (also when a Prometheus round
@@ -183,7 +235,7 @@ struct Round {
 fn round(a: &AuditArgs, last_success: &mut Option<f64>) -> Round {
     let start = Instant::now();
     let mut sources = required(a);
-    let judged = judge(a, &mut sources).and_then(|(report, alloc)| {
+    let judged = judge(a, &mut sources).and_then(|(report, alloc, missed)| {
         let text = match a.format {
             AuditFormat::Table => table(&report),
             AuditFormat::Prometheus => prometheus::audit_metrics(&report),
@@ -199,7 +251,14 @@ fn round(a: &AuditArgs, last_success: &mut Option<f64>) -> Round {
             }
             AuditFormat::Json => json(&report),
         };
-        Ok((text, report.exit_code()))
+        // Without a source the judgement is incomplete: exit as a round that could
+        // not run, with the report of what could be judged.
+        let code = if missed.is_some() {
+            EXIT_FAILURE
+        } else {
+            report.exit_code()
+        };
+        Ok((text, code, missed))
     });
     if judged.is_ok()
         && prometheus::up(&sources)
@@ -217,19 +276,19 @@ fn round(a: &AuditArgs, last_success: &mut Option<f64>) -> Round {
     match judged {
         // A judgement made without a required source (one a later source marks unread
         // and goes on without) keeps its report, but not its pod series.
-        Ok((text, code)) if a.format == AuditFormat::Prometheus => Round {
+        Ok((text, code, missed)) if a.format == AuditFormat::Prometheus => Round {
             text: Some(if prometheus::up(&sources) {
                 status() + &text
             } else {
                 status()
             }),
             code,
-            error: None,
+            error: missed,
         },
-        Ok((text, code)) => Round {
+        Ok((text, code, missed)) => Round {
             text: Some(text),
             code,
-            error: None,
+            error: missed,
         },
         Err(e) => Round {
             // No pod series: they would be the last good round's, shown as current.

@@ -2,11 +2,13 @@
 
 use super::ctx::Ctx;
 use super::needs::HostFacts;
-use crate::model::{LOCAL_RANK_VARS, LOCAL_SIZE_VARS, NetnsMode, NumaNode, Process, Topology};
+use crate::model::{
+    DraMetadataDevice, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, NetnsMode, NumaNode, Process, Topology,
+};
 use crate::parse::{
-    default_route, parse_cgroup, parse_cpuinfo, parse_cpulist, parse_environ, parse_limits_memlock,
-    parse_mountinfo, parse_node_mem_total, parse_nvidia_information, parse_rdma_cgroup_of,
-    parse_status_field,
+    PCI_ATTRIBUTES, ParseError, PciAddr, default_route, parse_cgroup, parse_cpuinfo, parse_cpulist,
+    parse_device_metadata, parse_environ, parse_limits_memlock, parse_mountinfo,
+    parse_node_mem_total, parse_nvidia_information, parse_rdma_cgroup_of, parse_status_field,
 };
 use crate::sysfs::join;
 use std::collections::BTreeSet;
@@ -27,6 +29,12 @@ const MOUNTINFO_MAX_BYTES: usize = 8 << 20;
 
 /// Where the NVIDIA device plugin's `volume-mounts` strategy lists the GPUs given.
 const NVIDIA_CONTAINER_DEVICES: &str = "/var/run/nvidia-container-devices";
+
+/// Where DRA drivers' kubelet plugins mount device metadata files (KEP-5304;
+/// k8s.io/dynamic-resource-allocation `api/metadata/types.go` `ContainerDir`): under
+/// `resourceclaims/<claim>` or `resourceclaimtemplates/<podClaimName>`, then
+/// `<request>/<driver>-metadata.json`.
+const DRA_METADATA_DIR: &str = "/var/run/kubernetes.io/dra-device-attributes";
 
 /// Peer-memory markers NCCL checks before it enables GPUDirect RDMA.
 const PEERMEM_MARKERS: [&str; 3] = [
@@ -149,6 +157,7 @@ pub(super) fn read_process(ctx: &mut Ctx, topo: &mut Topology) {
             .filter(|(k, _)| env_is_relevant(k))
             .collect();
     }
+    read_dra_metadata(ctx, p);
     p.cgroups = ctx
         .attr("/proc/self/cgroup", true, parse_cgroup)
         .unwrap_or_default();
@@ -228,6 +237,52 @@ pub(super) fn read_process_rest(ctx: &mut Ctx, p: &mut Process) {
 fn read_memlock(ctx: &mut Ctx, p: &mut Process) {
     if ctx.needs.limits {
         p.memlock = ctx.attr("/proc/self/limits", true, parse_limits_memlock);
+    }
+}
+
+/// The devices the DRA device metadata files name, with their PCI addresses: like
+/// `PCIDEVICE_*`, what this container was given. Read with the environment, as the
+/// partial read takes the functions they name as candidates.
+fn read_dra_metadata(ctx: &mut Ctx, p: &mut Process) {
+    for kind in ["resourceclaims", "resourceclaimtemplates"] {
+        let base = join(DRA_METADATA_DIR, kind);
+        for claim in ctx.fs.list_opt(&base).unwrap_or_default() {
+            let claim_dir = join(&base, &claim);
+            for request in ctx.fs.list_opt(&claim_dir).unwrap_or_default() {
+                let dir = join(&claim_dir, &request);
+                for name in ctx.fs.list_opt(&dir).unwrap_or_default() {
+                    if !name.ends_with("-metadata.json") {
+                        continue;
+                    }
+                    let file = join(&dir, &name);
+                    let Some(devices) = ctx.attr(&file, true, parse_device_metadata) else {
+                        continue;
+                    };
+                    for d in devices {
+                        let Some((attr, text)) = PCI_ATTRIBUTES
+                            .iter()
+                            .find_map(|a| d.attributes.get(*a).map(|v| (*a, v)))
+                        else {
+                            continue;
+                        };
+                        let pci = ctx.accept(
+                            &file,
+                            text.parse::<PciAddr>()
+                                .map_err(|_| ParseError::new(attr, text, "not a PCI address")),
+                        );
+                        if let Some(pci) = pci {
+                            p.dra_metadata_devices.push(DraMetadataDevice {
+                                file: file.clone(),
+                                driver: d.driver,
+                                pool: d.pool,
+                                device: d.name,
+                                pci: pci.to_string(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -336,10 +336,10 @@ fn host_bridge_node(functions: &[PciFunction], host_bridge: &str) -> Option<u32>
 }
 
 /// The functions `PCIDEVICE_<PREFIX>_<NAME>` variables (SR-IOV and RDMA device plugins)
-/// name: what a container was given.
+/// and DRA device metadata files name: what a container was given.
 pub(super) fn pcidevice_functions(topo: &Topology) -> BTreeSet<PciAddr> {
     topo.process
-        .pcidevice_items()
+        .given_functions()
         .filter_map(|(_, item)| item.parse().ok())
         .collect()
 }

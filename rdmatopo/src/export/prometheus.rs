@@ -49,8 +49,8 @@ const SEVERITIES: [(Severity, &str); 3] = [
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceRead {
     /// `sysfs` (the node's topology under `--root`), `kubelet` (the PodResources
-    /// socket) or `allocation-file` (`--allocation`), `rdma-shared-config`; a source
-    /// added later (the API server's ResourceSlices) is one more entry.
+    /// socket) or `allocation-file` (`--allocation`), `rdma-shared-config`,
+    /// `api-server` (the node's ResourceSlices, `--api-server`).
     pub source: &'static str,
     pub read: bool,
 }
@@ -168,6 +168,27 @@ pub fn audit_metrics(report: &AuditReport) -> String {
                 out,
                 "rdmatopo_audit_container_worst_path_rank{{{labels},class=\"{}\"}} {r}",
                 escape(class)
+            );
+        }
+    }
+    header(
+        &mut out,
+        "rdmatopo_audit_container_claim_devices",
+        "GPUs and NICs of the container placed from each DRA claim (label claim: namespace/name), so the pod's series can be joined with its claim.",
+    );
+    for (labels, c) in &containers {
+        let mut claims: std::collections::BTreeMap<&str, usize> = Default::default();
+        let resources = c.gpus.iter().map(|g| &g.resource);
+        for r in resources.chain(c.nics.iter().map(|n| &n.resource)) {
+            if let Some(claim) = r.strip_prefix("claim ") {
+                *claims.entry(claim).or_default() += 1;
+            }
+        }
+        for (claim, n) in claims {
+            let _ = writeln!(
+                out,
+                "rdmatopo_audit_container_claim_devices{{{labels},claim=\"{}\"}} {n}",
+                escape(claim)
             );
         }
     }

@@ -94,6 +94,23 @@ pub struct Process {
     /// `volume-mounts` strategy: one entry per GPU index or UUID given).
     #[serde(default)]
     pub nvidia_container_devices: Vec<String>,
+    /// The PCI functions the DRA device metadata files mounted into this container
+    /// name (KEP-5304, alpha in Kubernetes 1.36: a driver's kubelet plugin writes one per
+    /// claim, request and driver under `/var/run/kubernetes.io/dra-device-attributes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dra_metadata_devices: Vec<DraMetadataDevice>,
+}
+
+/// One device of a DRA device metadata file, with the PCI address its attributes give.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraMetadataDevice {
+    /// The metadata file (`.../<claim>/<request>/<driver>-metadata.json`).
+    pub file: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    /// `resource.kubernetes.io/pciBusID`, else DRANET's or the SR-IOV driver's address.
+    pub pci: String,
 }
 
 /// Variables that carry a process's local rank, in the order they are trusted
@@ -129,6 +146,16 @@ impl Process {
                     .filter(|item| !item.is_empty())
                     .map(move |item| (key.as_str(), item))
             })
+    }
+
+    /// The PCI functions named as given to this container, each with the source that
+    /// names it: the `PCIDEVICE_*` variables' items, then the DRA device metadata files'.
+    pub fn given_functions(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pcidevice_items().chain(
+            self.dra_metadata_devices
+                .iter()
+                .map(|d| (d.file.as_str(), d.pci.as_str())),
+        )
     }
 
     /// The CPUs this process may run on: the allowed list, narrowed by the cgroup cpuset.

@@ -15,8 +15,8 @@ mod rdma;
 pub use diagnostic::{Diagnostic, Severity};
 pub use gpu::{Gpu, MigMode, NvLink, NvLinkRemote, NvmlGpu, NvmlPcie, NvmlSnapshot, TopologyLevel};
 pub use host::{
-    CpuInfo, Host, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, Mount, NetnsMode, NumaNode, NvidiaProcGpu,
-    Process,
+    CpuInfo, DraMetadataDevice, Host, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, Mount, NetnsMode, NumaNode,
+    NvidiaProcGpu, Process,
 };
 pub use net::{Bond, Netdev, NetdevKind};
 pub use pci::{HostBridge, PciFunction, PciRole, PcieLink, Sriov};

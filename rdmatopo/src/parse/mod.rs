@@ -40,7 +40,9 @@ pub use qos::{
     PRIORITIES, PortBuffer, PortBuffers, TclassRule, TrafficClass, VfConfig, parse_buffer_size,
     parse_flag, parse_maxrate, parse_prio2buffer, parse_tos, parse_traffic_class, parse_vf_config,
 };
-pub use resource_slice::{SliceDevice, parse_resource_slices};
+pub use resource_slice::{
+    PCI_ATTRIBUTES, SliceDevice, parse_device_metadata, parse_resource_slices,
+};
 pub use vpd::vpd_ro_keyword;
 
 /// Parse a decimal integer attribute (`mtu`, `sriov_numvfs`).

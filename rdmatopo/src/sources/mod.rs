@@ -12,6 +12,8 @@ pub use facts::{FactSource, Facts, SourceError};
 
 use crate::sysfs::Sysfs;
 
+#[cfg(feature = "apiserver")]
+pub mod apiserver;
 #[cfg(feature = "kubelet")]
 pub mod kubelet;
 #[cfg(all(feature = "nvml", not(target_env = "musl")))]

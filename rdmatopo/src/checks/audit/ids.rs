@@ -26,7 +26,7 @@
 //!   listed as such.
 
 use crate::model::Topology;
-use crate::parse::PciAddr;
+use crate::parse::{PCI_ATTRIBUTES, PciAddr};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -191,13 +191,6 @@ pub struct IdMap {
     /// The same key for devices only other nodes' slices publish: the node's name.
     elsewhere: HashMap<(String, String, String), String>,
 }
-
-/// The attributes that hold a DRA device's PCI address, in the order they are read.
-const PCI_ATTRIBUTES: [&str; 3] = [
-    "resource.kubernetes.io/pciBusID",
-    "dra.net/pciAddress",
-    "sriovnetwork.k8snetworkplumbingwg.io/pciAddress",
-];
 
 /// `pci<domain>:<bus>`, the form of `resource.kubernetes.io/pcieRoot`.
 fn is_pcie_root(s: &str) -> bool {

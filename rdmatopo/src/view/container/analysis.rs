@@ -18,7 +18,8 @@ pub(super) struct Analysis<'a> {
     /// The NVIDIA runtime's tmpfs is over `/proc/driver/nvidia`: its GPU list is the
     /// container's.
     pub(super) nvidia_procfs_masked: bool,
-    /// `PCIDEVICE_<PREFIX>_<NAME>` variables: PCI address → variable.
+    /// `PCIDEVICE_<PREFIX>_<NAME>` variables and DRA device metadata files: PCI
+    /// address → the variable or file that names it.
     pub(super) pcidevice: BTreeMap<PciAddr, String>,
     links: NetLinks,
     pub(super) findings: Vec<String>,
@@ -126,7 +127,7 @@ impl<'a> Analysis<'a> {
     }
 
     fn read_pcidevice(&mut self) {
-        for (key, item) in self.topo.process.pcidevice_items() {
+        for (key, item) in self.topo.process.given_functions() {
             match item.parse::<PciAddr>() {
                 Ok(addr) if self.topo.pci_function(addr).is_some() => {
                     self.pcidevice.insert(addr, key.to_string());

@@ -25,6 +25,17 @@ impl Analysis<'_> {
             .pcidevice
             .keys()
             .any(|a| topo.pci_function(*a).is_some_and(|f| f.is_vf));
+        // Who gave them: a device plugin's variables, a DRA driver's metadata files.
+        let (giver, by) = if self.pcidevice.values().all(|s| s.starts_with("PCIDEVICE_")) {
+            ("PCIDEVICE_*", "the device plugin")
+        } else if self.pcidevice.values().all(|s| s.starts_with('/')) {
+            ("DRA device metadata", "the DRA driver")
+        } else {
+            (
+                "PCIDEVICE_*, DRA device metadata",
+                "the device plugin or DRA driver",
+            )
+        };
         for (d, t) in topo.rdma_devices.iter().zip(tallies.iter_mut()) {
             // The char device that libibverbs opens.
             match &d.uverbs {
@@ -70,8 +81,8 @@ impl Analysis<'_> {
                     Some(var) => t.add(Vote::For, var.clone(), format!("names {addr}")),
                     None if is_vf && given_vfs => t.add(
                         Vote::Against,
-                        "PCIDEVICE_*",
-                        format!("the device plugin gave other VFs, not {addr}"),
+                        giver,
+                        format!("{by} gave other VFs, not {addr}"),
                     ),
                     None => {}
                 }

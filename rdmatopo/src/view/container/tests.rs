@@ -58,6 +58,8 @@ struct B {
     cpus_allowed: &'static str,
     cpuset: Option<&'static str>,
     nvidia_container_devices: Vec<&'static str>,
+    /// DRA device metadata files: (path under the metadata directory, contents).
+    dra_metadata: Vec<(String, String)>,
 }
 
 impl B {
@@ -77,7 +79,30 @@ impl B {
             cpus_allowed: "0-15",
             cpuset: None,
             nvidia_container_devices: Vec::new(),
+            dra_metadata: Vec::new(),
         }
+    }
+
+    /// A DRA device metadata file for the claim `claim`, request `request`, naming
+    /// `devices` (driver, device, PCI address) as a v1alpha1 `DeviceMetadata`.
+    fn dra(mut self, claim: &str, request: &str, devices: &[(&str, &str, &str)]) -> Self {
+        let driver = devices.first().map_or("none", |d| d.0);
+        let devices: Vec<serde_json::Value> = devices
+            .iter()
+            .map(|(driver, name, pci)| {
+                serde_json::json!({"driver": driver, "pool": "node-a", "name": name,
+                    "attributes": {"resource.kubernetes.io/pciBusID": {"string": pci}}})
+            })
+            .collect();
+        let doc = serde_json::json!({"kind": "DeviceMetadata",
+            "apiVersion": "metadata.resource.k8s.io/v1alpha1",
+            "metadata": {"name": claim, "namespace": "ml"},
+            "requests": [{"name": request, "devices": devices}]});
+        self.dra_metadata.push((
+            format!("resourceclaims/{claim}/{request}/{driver}-metadata.json"),
+            format!("{doc}\n"),
+        ));
+        self
     }
 
     /// A pod the NVIDIA runtime gave the GPUs `gpus` (procfs, device nodes, mounts).
@@ -255,6 +280,12 @@ impl B {
         t.file("/proc/self/mountinfo", &mounts);
         for n in &self.nvidia_container_devices {
             t.file(&format!("/var/run/nvidia-container-devices/{n}"), "");
+        }
+        for (path, text) in &self.dra_metadata {
+            t.file(
+                &format!("/var/run/kubernetes.io/dra-device-attributes/{path}"),
+                text,
+            );
         }
         t
     }
@@ -823,6 +854,101 @@ fn a_pod_given_one_vf() {
     assert_eq!(v.netdev("eth0"), O);
     assert_eq!(v.netdev("nope"), U);
     assert_eq!(v.rdma_device("mlx5_2"), O);
+}
+
+/// KEP-5304: the DRA drivers' metadata files name the VF and the GPU given, as
+/// `PCIDEVICE_*` does for a device plugin's.
+#[test]
+fn dra_device_metadata_names_the_devices_given() {
+    let sriov = "sriovnetwork.k8snetworkplumbingwg.io";
+    let mut b = B::pod_with_gpus(&[0])
+        .dra("gpu-nic", "nic", &[(sriov, "vf-2", VF0)])
+        .dra("gpu-nic", "gpu", &[("gpu.nvidia.com", "gpu-2", GPUS[0])]);
+    b.uverbs = vec![2];
+    let v = b.view();
+    assert_eq!(
+        rdma_states(&v),
+        named(&[("mlx5_0", V), ("mlx5_2", O), ("mlx5_3", V)])
+    );
+    assert!(v.certain, "{:?}", v.findings);
+    let file = format!(
+        "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/gpu-nic/nic/{sriov}-metadata.json"
+    );
+    assert!(
+        v.rdma[1]
+            .evidence
+            .iter()
+            .any(|e| e.source == file && e.value == format!("names {VF0}")),
+        "{:?}",
+        v.rdma[1].evidence
+    );
+    assert!(
+        v.rdma[2]
+            .evidence
+            .iter()
+            .any(|e| e.source == "DRA device metadata"
+                && e.value == format!("the DRA driver gave other VFs, not {VF1}")),
+        "{:?}",
+        v.rdma[2].evidence
+    );
+    assert!(
+        v.gpus[0]
+            .evidence
+            .iter()
+            .any(|e| e.source.ends_with("/gpu/gpu.nvidia.com-metadata.json")),
+        "{:?}",
+        v.gpus[0].evidence
+    );
+    // Without the files, nothing but the device node says which VF.
+    let mut plain = B::pod_with_gpus(&[0]);
+    plain.uverbs = vec![2];
+    assert!(
+        !plain.view().rdma[2]
+            .evidence
+            .iter()
+            .any(|e| e.source == "DRA device metadata")
+    );
+}
+
+/// A metadata file that is not one, or names no PCI function of this node: a
+/// diagnostic or a finding naming it, never a vote.
+#[test]
+fn bad_dra_device_metadata_is_named() {
+    let mut b = B::pod_with_gpus(&[0]).dra("c", "r", &[("dra.net", "x", "0000:99:00.1")]);
+    b.dra_metadata.push((
+        "resourceclaims/c/q/dra.net-metadata.json".into(),
+        "{oops".into(),
+    ));
+    b.dra_metadata.push((
+        "resourceclaims/c/s/dra.net-metadata.json".into(),
+        r#"{"kind":"DeviceMetadata","apiVersion":"metadata.resource.k8s.io/v1alpha1","requests":[{"name":"s","devices":[{"driver":"dra.net","pool":"p","name":"y","attributes":{"dra.net/pciAddress":{"string":"zz"}}}]}]}"#.into(),
+    ));
+    let topo = b.topo();
+    let diags: Vec<String> = topo
+        .diagnostics
+        .iter()
+        .map(|d| format!("{:?} {}", d.path, d.message))
+        .collect();
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.contains("resourceclaims/c/q/dra.net-metadata.json")),
+        "{diags:?}"
+    );
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.contains("resourceclaims/c/s/dra.net-metadata.json")
+                && d.contains("dra.net/pciAddress")),
+        "{diags:?}"
+    );
+    let v = ContainerView::of(&topo);
+    assert_eq!(
+        findings_with(&v, "names 0000:99:00.1, which is not a PCI function"),
+        1,
+        "{:?}",
+        v.findings
+    );
 }
 
 #[test]
