@@ -23,7 +23,7 @@ use crate::sources::{
 };
 use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Component, Path};
 
 /// Largest total of file sizes accepted when loading an archive.
@@ -576,11 +576,45 @@ fn read_tree(
                 });
             }
             e => {
-                tree.insert(rest, e);
+                tree.insert_normalized(rest.to_string(), e);
             }
         }
     }
     Ok((manifest, tree))
+}
+
+/// A stream read forward only, which seeks forward by reading. tar skips the padding and
+/// the unread bytes after each entry by seeking; on a plain reader it zeroes a 32 KiB
+/// buffer for every skip instead, most of the time a large archive takes to read.
+struct Forward<R> {
+    inner: R,
+    pos: u64,
+}
+
+impl<R: Read> Read for Forward<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: Read> Seek for Forward<R> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let SeekFrom::Current(ahead @ 0..) = to else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "a snapshot is read forward only",
+            ));
+        };
+        let ahead = ahead as u64;
+        let skipped = std::io::copy(&mut (&mut self.inner).take(ahead), &mut std::io::sink())?;
+        self.pos += skipped;
+        if skipped < ahead {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(self.pos)
+    }
 }
 
 /// Every entry of an uncompressed tar stream, paths cleaned (`/a/b`).
@@ -591,7 +625,10 @@ fn read_items(
 ) -> Result<Vec<(String, MemEntry)>, SnapshotError> {
     // Headers take 512 bytes per entry on top of the contents.
     let stream_limit = budget.bytes + (budget.entries as u64) * 1024;
-    let mut archive = tar::Archive::new(reader.take(stream_limit));
+    let mut archive = tar::Archive::new(Forward {
+        inner: reader.take(stream_limit),
+        pos: 0,
+    });
     // An error the system did not give (a stream that ends early, a header that does
     // not decode) is the archive's fault, not the disk's; its message may quote the
     // archive's bytes, so it is shortened and escaped, as a parse error quotes its input.
@@ -618,7 +655,7 @@ fn read_items(
     };
     let mut items: Vec<(String, MemEntry)> = Vec::new();
     let result = (|| -> Result<(), SnapshotError> {
-        for entry in archive.entries().map_err(io)? {
+        for entry in archive.entries_with_seek().map_err(io)? {
             let mut entry = entry.map_err(io)?;
             if budget.entries == 0 {
                 return Err(SnapshotError::TooManyEntries {
@@ -695,7 +732,7 @@ fn read_items(
     })();
     if let Err(e) = result {
         // Running out of the stream budget shows up as a truncated archive.
-        if archive.into_inner().limit() == 0 {
+        if archive.into_inner().inner.limit() == 0 {
             return Err(too_large());
         }
         return Err(e);

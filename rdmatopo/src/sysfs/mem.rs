@@ -32,7 +32,12 @@ impl MemTree {
 
     /// Add an entry at `path`, creating its parent directories.
     pub fn insert(&mut self, path: &str, entry: MemEntry) -> &mut Self {
-        let path = normalize(path);
+        self.insert_normalized(normalize(path), entry)
+    }
+
+    /// [`MemTree::insert`] of a path already in the form `normalize` gives (`/a/b`: no
+    /// empty, `.` or trailing component), as a snapshot's reader makes them.
+    pub(crate) fn insert_normalized(&mut self, path: String, entry: MemEntry) -> &mut Self {
         // Parents from the nearest up, until one exists: its own parents came with it.
         let mut missing = Vec::new();
         let mut parent = path.as_str();
