@@ -3,6 +3,9 @@
 //! rewrites the expected files (review the diff before committing).
 //!
 //! Add a command by adding a line to [`CASES`].
+//!
+//! `RDMATOPO_GOLDEN_BIN=PATH` checks another build of the command against the same files
+//! (scripts/test-all: the static musl program).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -125,13 +128,20 @@ pub fn fixtures() -> Vec<PathBuf> {
     support::fixture_dirs()
 }
 
+/// The command under test: this build's, or the one `RDMATOPO_GOLDEN_BIN` names.
+fn program() -> PathBuf {
+    std::env::var_os("RDMATOPO_GOLDEN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rdmatopo")))
+}
+
 fn run_case(fixture: &Path, args: &[&str]) -> String {
     let root = fixture.join("root.tar.gz");
     let args: Vec<String> = args
         .iter()
         .map(|a| a.replace("{root}", &root.display().to_string()))
         .collect();
-    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+    let out = Command::new(program())
         .args(&args)
         // Only what a fixture says may decide the output, not the caller's NCCL_* or
         // LOCAL_RANK.
@@ -152,6 +162,10 @@ fn run_case(fixture: &Path, args: &[&str]) -> String {
 #[test]
 fn goldens() {
     let bless = std::env::var_os("RDMATOPO_BLESS").is_some();
+    assert!(
+        !(bless && std::env::var_os("RDMATOPO_GOLDEN_BIN").is_some()),
+        "RDMATOPO_BLESS writes this build's answers: unset RDMATOPO_GOLDEN_BIN"
+    );
     let fixtures = fixtures();
     assert!(
         !fixtures.is_empty(),
