@@ -19,7 +19,8 @@ mod scrub;
 use crate::model::Topology;
 use crate::parse::PciAddr;
 use crate::sources::{
-    DATA_DIRECT_DRIVER_DIR, DEVICE_INDEX_SNAPSHOT_PATH, NVIDIA_DRIVER_DIR, NVML_SNAPSHOT_PATH, VERBS_SNAPSHOT_PATH,
+    DATA_DIRECT_DRIVER_DIR, DEVICE_INDEX_SNAPSHOT_PATH, NVIDIA_DRIVER_DIR, NVML_SNAPSHOT_PATH,
+    VERBS_SNAPSHOT_PATH,
 };
 use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
 use std::collections::{BTreeMap, BTreeSet};

@@ -235,10 +235,9 @@ fn the_netlink_device_index_round_trips_through_a_snapshot() {
     // The file the snapshot wrote is the one read back, and fits its schema.
     let again = unpack(&snap, &dir.join("b"));
     assert!(!again.join("rdmatopo/verbs.json").exists());
-    let stored: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(again.join("rdmatopo/device-index.json")).unwrap(),
-    )
-    .unwrap();
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(again.join("rdmatopo/device-index.json")).unwrap())
+            .unwrap();
     assert_eq!(stored, file);
     let schema: serde_json::Value =
         serde_json::from_str(rdmatopo::schemas::get("rdmatopo.device-index/1").unwrap()).unwrap();

@@ -323,7 +323,13 @@ mod tests {
     fn an_empty_dump_is_done_with_no_device() {
         // A network namespace in exclusive mode that holds no device.
         let r = parse_reply(&done(1), 1).unwrap();
-        assert_eq!(r, Reply { devices: vec![], done: true });
+        assert_eq!(
+            r,
+            Reply {
+                devices: vec![],
+                done: true
+            }
+        );
     }
 
     #[test]
