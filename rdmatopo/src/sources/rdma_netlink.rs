@@ -181,17 +181,28 @@ fn device(attributes: &[u8]) -> Result<(u32, String), String> {
 /// sandbox that refuses the socket) or it did not answer in time; [`SourceError::Failed`]
 /// where it answered with something else than a dump.
 pub fn read_device_index(timeout: Duration) -> Result<Vec<(u32, String)>, SourceError> {
-    use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_RDMA};
+    use netlink_sys::protocols::NETLINK_RDMA;
+    dump(NETLINK_RDMA, &netlink_sys::SocketAddr::new(0, 0), timeout)
+}
+
+/// Sends the dump request to `peer` (the kernel: port 0) over a netlink socket of
+/// `protocol` and reads the answer until `NLMSG_DONE`, waiting at most `timeout` in all.
+fn dump(
+    protocol: isize,
+    peer: &netlink_sys::SocketAddr,
+    timeout: Duration,
+) -> Result<Vec<(u32, String)>, SourceError> {
+    use netlink_sys::Socket;
     use rustix::net::sockopt::{Timeout, set_socket_timeout};
     let unavailable = |what: &str, e: std::io::Error| {
         SourceError::Unavailable(format!("RDMA netlink: {what}: {e}"))
     };
     let deadline = Instant::now() + timeout;
-    let mut socket = Socket::new(NETLINK_RDMA).map_err(|e| unavailable("socket", e))?;
+    let mut socket = Socket::new(protocol).map_err(|e| unavailable("socket", e))?;
     socket.bind_auto().map_err(|e| unavailable("bind", e))?;
-    // Only the kernel's answers.
+    // Only the peer's answers.
     socket
-        .connect(&SocketAddr::new(0, 0))
+        .connect(peer)
         .map_err(|e| unavailable("connect", e))?;
     let seq = 1;
     socket
@@ -420,5 +431,21 @@ mod tests {
         }
         let facts = LiveRdmaNetlink.collect(&Sysfs::live()).unwrap();
         assert!(matches!(facts, Facts::DeviceIndex(_)));
+    }
+
+    #[test]
+    fn a_peer_that_never_answers_times_out() {
+        // A user-space netlink socket that reads nothing stands in for a kernel that
+        // does not answer.
+        use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_USERSOCK};
+        let mut silent = Socket::new(NETLINK_USERSOCK).unwrap();
+        let addr = silent.bind_auto().unwrap();
+        let peer = SocketAddr::new(addr.port_number(), 0);
+        let start = Instant::now();
+        let r = dump(NETLINK_USERSOCK, &peer, Duration::from_millis(300));
+        let took = start.elapsed();
+        assert!(matches!(r, Err(SourceError::Unavailable(_))), "{r:?}");
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        assert!(took < Duration::from_millis(1300), "{took:?}");
     }
 }
