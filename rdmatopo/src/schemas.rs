@@ -14,6 +14,10 @@ pub const ALL: &[(&str, &str)] = &[
         include_str!("../schemas/rdmatopo.cluster-1.schema.json"),
     ),
     (
+        "rdmatopo.device-index/1",
+        include_str!("../schemas/rdmatopo.device-index-1.schema.json"),
+    ),
+    (
         "rdmatopo.diff/1",
         include_str!("../schemas/rdmatopo.diff-1.schema.json"),
     ),

@@ -19,7 +19,8 @@ mod scrub;
 use crate::model::Topology;
 use crate::parse::PciAddr;
 use crate::sources::{
-    DATA_DIRECT_DRIVER_DIR, NVIDIA_DRIVER_DIR, NVML_SNAPSHOT_PATH, VERBS_SNAPSHOT_PATH,
+    DATA_DIRECT_DRIVER_DIR, DEVICE_INDEX_SNAPSHOT_PATH, NVIDIA_DRIVER_DIR, NVML_SNAPSHOT_PATH,
+    VERBS_SNAPSHOT_PATH,
 };
 use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
 use std::collections::{BTreeMap, BTreeSet};
@@ -294,6 +295,10 @@ impl Capture {
             (
                 VERBS_SNAPSHOT_PATH,
                 topo.verbs.as_ref().map(serde_json::to_vec_pretty),
+            ),
+            (
+                DEVICE_INDEX_SNAPSHOT_PATH,
+                topo.device_index.as_ref().map(serde_json::to_vec_pretty),
             ),
         ] {
             if let Some(Ok(mut json)) = facts

@@ -172,3 +172,81 @@ fn without_the_index_names_decide_and_stderr_says_so() {
     assert_eq!(legend_of(&text).first().map(String::as_str), Some("mlx5_0"));
     assert!(!err.contains(NOTE), "{err}");
 }
+
+/// The root of a snapshot archive unpacked into `dir` (its one top directory).
+fn unpack(archive: &std::path::Path, dir: &std::path::Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let status = Command::new("tar")
+        .arg("xzf")
+        .arg(archive)
+        .arg("-C")
+        .arg(dir)
+        .status()
+        .expect("run tar");
+    assert!(status.success());
+    let mut tops: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(tops.len(), 1, "{tops:?}");
+    tops.pop().unwrap()
+}
+
+/// A capture by a build without libibverbs: the kernel's index comes from its RDMA
+/// netlink and is kept in `rdmatopo/device-index.json`, which a snapshot of the capture
+/// carries on and topo reads back, numbering NICs as nvidia-smi did.
+#[test]
+fn the_netlink_device_index_round_trips_through_a_snapshot() {
+    let dir = std::env::temp_dir().join(format!("rdmatopo-dev-index-{}", std::process::id()));
+    let root = unpack(&fixture_archive("pub-h100-penny"), &dir.join("a"));
+    // The index the machine's libibverbs recorded, as netlink gives it, and no verbs.
+    let verbs_path = root.join("rdmatopo/verbs.json");
+    let verbs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&verbs_path).unwrap()).unwrap();
+    std::fs::remove_file(&verbs_path).unwrap();
+    let index = verbs["device_index"].clone();
+    assert_eq!(index.as_object().map(|o| o.len()), Some(PENNY_LEGEND.len()));
+    let file = serde_json::json!({"schema": "rdmatopo.device-index/1", "device_index": index});
+    std::fs::write(root.join("rdmatopo/device-index.json"), file.to_string()).unwrap();
+
+    let (text, err) = topo_of(&root);
+    assert_eq!(legend_of(&text), PENNY_LEGEND);
+    assert!(!err.contains(NOTE), "{err}");
+
+    let snap = dir.join("snap.tar.gz");
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .arg("snapshot")
+        .arg("--root")
+        .arg(&root)
+        .arg("-o")
+        .arg(&snap)
+        .env_clear()
+        .output()
+        .expect("run rdmatopo snapshot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (text, err) = topo_of(&snap);
+    assert_eq!(legend_of(&text), PENNY_LEGEND);
+    assert!(!err.contains(NOTE), "{err}");
+
+    // The file the snapshot wrote is the one read back, and fits its schema.
+    let again = unpack(&snap, &dir.join("b"));
+    assert!(!again.join("rdmatopo/verbs.json").exists());
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(again.join("rdmatopo/device-index.json")).unwrap())
+            .unwrap();
+    assert_eq!(stored, file);
+    let schema: serde_json::Value =
+        serde_json::from_str(rdmatopo::schemas::get("rdmatopo.device-index/1").unwrap()).unwrap();
+    assert!(jsonschema::draft202012::is_valid(&schema, &stored));
+
+    // Without it, names decide again and stderr says so.
+    std::fs::remove_file(root.join("rdmatopo/device-index.json")).unwrap();
+    let (text, err) = topo_of(&root);
+    assert_ne!(legend_of(&text), PENNY_LEGEND);
+    assert_eq!(err.matches(NOTE).count(), 1, "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -126,7 +126,7 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
 }
 
 /// Where the registration order is unknown and the names alone may mislead.
-const NIC_ORDER_NOTE: &str = "rdmatopo: NICs are numbered by name: the order they registered, which nvidia-smi numbers them in, is unknown here (no libibverbs device index: live, rdmatopo built without the `verbs` feature; a snapshot, taken without it)\n";
+const NIC_ORDER_NOTE: &str = "rdmatopo: NICs are numbered by name: the order they registered, which nvidia-smi numbers them in, is unknown here (no device index: live, neither the kernel's RDMA netlink nor libibverbs gave one; a snapshot, taken by an rdmatopo that recorded none)\n";
 
 /// One line saying which view is shown and why.
 fn header(topo: &Topology, view: &ContainerView, owned_view: bool, matrix: &TopoMatrix) -> String {

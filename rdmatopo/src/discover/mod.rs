@@ -169,6 +169,7 @@ impl<'a> Discoverer<'a> {
         let mut topo = Self::read_sysfs(&mut ctx, None);
         topo.nvml = partial.nvml;
         topo.verbs = partial.verbs;
+        topo.device_index = partial.device_index;
         ctx.diags.extend(
             partial
                 .diagnostics

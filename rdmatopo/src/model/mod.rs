@@ -21,7 +21,7 @@ pub use host::{
 pub use net::{Bond, Netdev, NetdevKind};
 pub use pci::{HostBridge, PciFunction, PciRole, PcieLink, Sriov};
 pub use qos::{Ecn, EcnPoint, NetdevQos, PortQos, QosFacts, VfQos};
-pub use rdma::{Gid, Port, RdmaDevice, VerbsDevice, VerbsPort, VerbsSnapshot};
+pub use rdma::{DeviceIndexSnapshot, Gid, Port, RdmaDevice, VerbsDevice, VerbsPort, VerbsSnapshot};
 
 use crate::parse::PciAddr;
 use serde::{Deserialize, Serialize};
@@ -61,6 +61,9 @@ pub struct Topology {
     /// libibverbs facts, when a live or snapshot source provided them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verbs: Option<VerbsSnapshot>,
+    /// The kernel's RDMA device indices, when the RDMA netlink or a snapshot gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_index: Option<DeviceIndexSnapshot>,
     /// RoCE QoS facts (traffic class, ECN, port buffers, VF settings), where the
     /// driver exposes them.
     #[serde(default, skip_serializing_if = "QosFacts::is_empty")]
@@ -127,6 +130,7 @@ impl Topology {
             netdevs: Vec::new(),
             nvml: None,
             verbs: None,
+            device_index: None,
             qos: QosFacts::default(),
             view: None,
             diagnostics: Vec::new(),

@@ -160,3 +160,27 @@ pub struct VerbsSnapshot {
 impl VerbsSnapshot {
     pub const SCHEMA: &'static str = "rdmatopo.verbs/1";
 }
+
+/// The kernel's index of each RDMA device, read from its RDMA netlink
+/// (`RDMA_NLDEV_CMD_GET` dump, `RDMA_NLDEV_ATTR_DEV_INDEX`), live or replayed from
+/// `rdmatopo/device-index.json`. The same index `ibv_get_device_index` returns
+/// ([`VerbsSnapshot::device_index`]), without libibverbs: the order the devices
+/// registered, which nvidia-smi numbers NICs in (`view::nic_order`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceIndexSnapshot {
+    pub schema: String,
+    /// Device name (as this network namespace sees it) to kernel index.
+    pub device_index: BTreeMap<String, u32>,
+}
+
+impl DeviceIndexSnapshot {
+    pub const SCHEMA: &'static str = "rdmatopo.device-index/1";
+
+    /// A snapshot of `pairs` (index, name), as the kernel's dump lists them.
+    pub fn new(pairs: impl IntoIterator<Item = (u32, String)>) -> Self {
+        Self {
+            schema: Self::SCHEMA.to_string(),
+            device_index: pairs.into_iter().map(|(i, n)| (n, i)).collect(),
+        }
+    }
+}

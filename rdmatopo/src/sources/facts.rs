@@ -1,7 +1,7 @@
 //! What a source of facts is: what it gives, how it fails, and the trait the live and
 //! the snapshot sources share.
 
-use crate::model::{NvmlSnapshot, Topology, VerbsSnapshot};
+use crate::model::{DeviceIndexSnapshot, NvmlSnapshot, Topology, VerbsSnapshot};
 use crate::sysfs::Sysfs;
 
 /// Why a source gave nothing.
@@ -25,6 +25,8 @@ pub enum SourceError {
 pub enum Facts {
     Nvml(NvmlSnapshot),
     Verbs(VerbsSnapshot),
+    /// The kernel's RDMA device indices; none known is no facts.
+    DeviceIndex(DeviceIndexSnapshot),
 }
 
 impl Facts {
@@ -33,6 +35,9 @@ impl Facts {
         match self {
             Facts::Nvml(s) => topo.nvml = Some(s),
             Facts::Verbs(s) => topo.verbs = Some(s),
+            Facts::DeviceIndex(s) => {
+                topo.device_index = (!s.device_index.is_empty()).then_some(s);
+            }
         }
     }
 }

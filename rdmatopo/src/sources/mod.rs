@@ -1,7 +1,9 @@
 //! Facts that sysfs cannot show (NVLink, GPU UUIDs, MIG; QP limits, active MTU) come
 //! from NVML and libibverbs. Each has a live source and a snapshot source that replays
 //! the JSON a snapshot stored beside the tree (`rdmatopo/nvml.json`,
-//! `rdmatopo/verbs.json`), so a capture replays offline with the same facts.
+//! `rdmatopo/verbs.json`), so a capture replays offline with the same facts. The kernel's
+//! RDMA device index comes from its RDMA netlink ([`rdma_netlink`], every build) and is
+//! replayed from `rdmatopo/device-index.json`.
 
 mod driver;
 mod facts;
@@ -19,6 +21,7 @@ pub mod kubelet;
 #[cfg(all(feature = "nvml", not(target_env = "musl")))]
 pub mod nvml;
 pub mod nvml_helper;
+pub mod rdma_netlink;
 #[cfg(feature = "verbs")]
 pub mod verbs;
 
@@ -26,6 +29,8 @@ pub mod verbs;
 pub const NVML_SNAPSHOT_PATH: &str = "/rdmatopo/nvml.json";
 /// Logical path of the verbs snapshot inside a root.
 pub const VERBS_SNAPSHOT_PATH: &str = "/rdmatopo/verbs.json";
+/// Logical path of the RDMA device index snapshot inside a root.
+pub const DEVICE_INDEX_SNAPSHOT_PATH: &str = "/rdmatopo/device-index.json";
 
 /// Replays `rdmatopo/nvml.json` from the root.
 #[derive(Debug, Clone, Copy, Default)]
@@ -34,6 +39,10 @@ pub struct NvmlSnapshotSource;
 /// Replays `rdmatopo/verbs.json` from the root.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VerbsSnapshotSource;
+
+/// Replays `rdmatopo/device-index.json` from the root.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceIndexSnapshotSource;
 
 fn read_snapshot<T: serde::de::DeserializeOwned>(
     fs: &Sysfs,
@@ -72,6 +81,12 @@ impl FactSource for VerbsSnapshotSource {
     }
 }
 
+impl FactSource for DeviceIndexSnapshotSource {
+    fn collect(&self, fs: &Sysfs) -> Result<Facts, SourceError> {
+        read_snapshot(fs, DEVICE_INDEX_SNAPSHOT_PATH, "device index").map(Facts::DeviceIndex)
+    }
+}
+
 /// The sources that suit a root: snapshots when the root holds them, else the live
 /// libraries when the root is the running system and the feature is built in.
 pub fn default_sources(fs: &Sysfs) -> Vec<Box<dyn FactSource>> {
@@ -90,6 +105,13 @@ pub fn default_sources(fs: &Sysfs) -> Vec<Box<dyn FactSource>> {
     } else {
         #[cfg(feature = "verbs")]
         out.push(Box::new(verbs::LiveVerbs));
+    }
+    // The device indices: a capture's where it recorded them (a capture without them
+    // is no fault: the verbs snapshot may hold them); live, the kernel's RDMA netlink.
+    if fs.exists(DEVICE_INDEX_SNAPSHOT_PATH) {
+        out.push(Box::new(DeviceIndexSnapshotSource));
+    } else if fs.is_live() {
+        out.push(Box::new(rdma_netlink::LiveRdmaNetlink));
     }
     out
 }

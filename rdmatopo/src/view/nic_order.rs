@@ -11,8 +11,9 @@
 //! `ibv_get_device_list` lists devices by it (its RDMA netlink dump, `RDMA_NLDEV_CMD_GET`,
 //! walks the devices' xarray in index order: `ib_enum_all_devs`; libibverbs/ibdev_nl.c,
 //! init.c). sysfs does not show the index, and the `uverbs<N>` number is no stand-in: a
-//! LAG device takes the lowest free one. So the index comes from libibverbs
-//! ([`crate::model::VerbsSnapshot::device_index`], live or from a snapshot); without it
+//! LAG device takes the lowest free one. So the index comes from the kernel's RDMA
+//! netlink ([`crate::model::DeviceIndexSnapshot`], every build) or libibverbs
+//! ([`crate::model::VerbsSnapshot::device_index`]), live or from a snapshot; without it
 //! the NICs keep the order they were given (natural order of names).
 
 use crate::model::Topology;
@@ -40,10 +41,16 @@ pub fn order_by_registration(names: &mut [&str], index: &BTreeMap<String, u32>) 
     NicOrder::Registration
 }
 
-/// The kernel indices the model holds (empty without verbs facts).
+/// The kernel indices the model holds: libibverbs' where it gave them, else the RDMA
+/// netlink's (the same index, [`crate::model::DeviceIndexSnapshot`]); empty without
+/// either.
 pub fn device_index(topo: &Topology) -> &BTreeMap<String, u32> {
     static EMPTY: BTreeMap<String, u32> = BTreeMap::new();
-    topo.verbs.as_ref().map_or(&EMPTY, |v| &v.device_index)
+    match (&topo.verbs, &topo.device_index) {
+        (Some(v), _) if !v.device_index.is_empty() => &v.device_index,
+        (_, Some(d)) => &d.device_index,
+        _ => &EMPTY,
+    }
 }
 
 /// How [`TopoMatrix::build`](super::TopoMatrix::build) numbered `matrix`'s NICs, and
