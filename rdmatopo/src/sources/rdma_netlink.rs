@@ -9,7 +9,7 @@
 //! string) among others (`fill_nldev_handle`, drivers/infiniband/core/nldev.c). The
 //! constants are the kernel's ABI, include/uapi/rdma/rdma_netlink.h (torvalds/linux).
 
-use super::{FactSource, Facts, SourceError};
+use super::facts::{FactSource, Facts, SourceError};
 use crate::model::DeviceIndexSnapshot;
 use crate::sysfs::Sysfs;
 use netlink_packet_core::{
