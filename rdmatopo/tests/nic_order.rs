@@ -32,23 +32,7 @@ const PUBLIC_LEGEND: [&str; 4] = [
 ];
 
 fn topo_of_dgx_spark() -> String {
-    let archive = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/dgx-spark/root.tar.gz"
-    ));
-    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
-        .arg("topo")
-        .arg("--root")
-        .arg(&archive)
-        .env_clear()
-        .output()
-        .expect("run rdmatopo");
-    assert!(
-        out.status.success(),
-        "rdmatopo topo: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    topo_of(&fixture_archive("dgx-spark")).0
 }
 
 #[test]
@@ -100,6 +84,24 @@ fn topo_of(root: &std::path::Path) -> (String, String) {
     )
 }
 
+/// `rdmatopo snapshot --root ROOT -o OUT`, which must succeed.
+fn snapshot(root: &std::path::Path, out: &std::path::Path) {
+    let run = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
+        .arg("snapshot")
+        .arg("--root")
+        .arg(root)
+        .arg("-o")
+        .arg(out)
+        .env_clear()
+        .output()
+        .expect("run rdmatopo snapshot");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
 fn legend_of(text: &str) -> Vec<String> {
     text.lines()
         .skip_while(|l| *l != "NIC Legend:")
@@ -133,29 +135,14 @@ const PENNY_LEGEND: [&str; 13] = [
 /// the capture numbers NICs as the machine did, and says nothing of a fallback.
 #[test]
 fn a_snapshot_numbers_nics_as_the_machine_did() {
-    let dir = std::env::temp_dir().join(format!("rdmatopo-nic-order-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let snap = dir.join("penny.tar.gz");
-    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
-        .arg("snapshot")
-        .arg("--root")
-        .arg(fixture_archive("pub-h100-penny"))
-        .arg("-o")
-        .arg(&snap)
-        .env_clear()
-        .output()
-        .expect("run rdmatopo snapshot");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("penny.tar.gz");
+    snapshot(&fixture_archive("pub-h100-penny"), &snap);
     for root in [fixture_archive("pub-h100-penny"), snap] {
         let (text, err) = topo_of(&root);
         assert_eq!(legend_of(&text), PENNY_LEGEND, "{}", root.display());
         assert!(!err.contains(NOTE), "{err}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Without a device index the NICs keep the name order, and stderr (not stdout, which
@@ -197,7 +184,8 @@ fn unpack(archive: &std::path::Path, dir: &std::path::Path) -> PathBuf {
 /// carries on and topo reads back, numbering NICs as nvidia-smi did.
 #[test]
 fn the_netlink_device_index_round_trips_through_a_snapshot() {
-    let dir = std::env::temp_dir().join(format!("rdmatopo-dev-index-{}", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let root = unpack(&fixture_archive("pub-h100-penny"), &dir.join("a"));
     // The index the machine's libibverbs recorded, as netlink gives it, and no verbs.
     let verbs_path = root.join("rdmatopo/verbs.json");
@@ -214,20 +202,7 @@ fn the_netlink_device_index_round_trips_through_a_snapshot() {
     assert!(!err.contains(NOTE), "{err}");
 
     let snap = dir.join("snap.tar.gz");
-    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
-        .arg("snapshot")
-        .arg("--root")
-        .arg(&root)
-        .arg("-o")
-        .arg(&snap)
-        .env_clear()
-        .output()
-        .expect("run rdmatopo snapshot");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    snapshot(&root, &snap);
     let (text, err) = topo_of(&snap);
     assert_eq!(legend_of(&text), PENNY_LEGEND);
     assert!(!err.contains(NOTE), "{err}");
@@ -248,5 +223,4 @@ fn the_netlink_device_index_round_trips_through_a_snapshot() {
     let (text, err) = topo_of(&root);
     assert_ne!(legend_of(&text), PENNY_LEGEND);
     assert_eq!(err.matches(NOTE).count(), 1, "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
