@@ -2,7 +2,7 @@
 //! `fixtures/<name>/expected/<case>`. `RDMATOPO_BLESS=1 cargo test --test golden`
 //! rewrites the expected files (review the diff before committing).
 //!
-//! Add a command by adding a line to [`CASES`].
+//! Add a command by adding a line to `CASES` (tests/support/goldens.rs).
 //!
 //! `RDMATOPO_GOLDEN_BIN=PATH` checks another build of the command against the same files
 //! (scripts/test-all: the static musl program).
@@ -13,111 +13,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// (expected file name, arguments after `rdmatopo`; `{root}` is the fixture root).
-const CASES: &[(&str, &[&str])] = &[
-    ("topo.txt", &["topo", "--root", "{root}"]),
-    (
-        "topo.json",
-        &["topo", "--root", "{root}", "--format", "json"],
-    ),
-    ("topo-owned.txt", &["topo", "--root", "{root}", "--owned"]),
-    ("topo-all.txt", &["topo", "--root", "{root}", "--all"]),
-    ("inventory.txt", &["inventory", "--root", "{root}"]),
-    (
-        "inventory.json",
-        &["inventory", "--root", "{root}", "--format", "json"],
-    ),
-    ("nccl-env.sh", &["nccl-env", "--root", "{root}"]),
-    (
-        "nccl-env.json",
-        &["nccl-env", "--root", "{root}", "--format", "json"],
-    ),
-    (
-        "exec.txt",
-        &[
-            "exec",
-            "--root",
-            "{root}",
-            "--local-rank",
-            "0",
-            "--print",
-            "--",
-            "true",
-        ],
-    ),
-    ("gids.txt", &["gids", "--root", "{root}"]),
-    (
-        "gids.json",
-        &["gids", "--root", "{root}", "--format", "json"],
-    ),
-    ("netdevs.txt", &["netdevs", "--root", "{root}"]),
-    (
-        "netdevs.json",
-        &["netdevs", "--root", "{root}", "--format", "json"],
-    ),
-    ("nccl-topo.xml", &["nccl-topo", "--root", "{root}"]),
-    ("qos.txt", &["qos", "--root", "{root}"]),
-    ("doctor.txt", &["doctor", "--root", "{root}"]),
-    (
-        "doctor.json",
-        &["doctor", "--root", "{root}", "--format", "json"],
-    ),
-    (
-        "k8s-rdma-shared-dev-plugin.yaml",
-        &["k8s", "rdma-shared-dev-plugin", "--root", "{root}"],
-    ),
-    (
-        "k8s-sriov-device-plugin.yaml",
-        &["k8s", "sriov-device-plugin", "--root", "{root}"],
-    ),
-    (
-        "k8s-sriov-device-plugin-switch.json",
-        &[
-            "k8s",
-            "sriov-device-plugin",
-            "--root",
-            "{root}",
-            "--pool-by",
-            "switch",
-            "--config-json",
-        ],
-    ),
-    ("k8s-nfd.txt", &["k8s", "nfd", "--root", "{root}"]),
-    (
-        "k8s-pod.yaml",
-        &["k8s", "pod", "--root", "{root}", "--gpus", "2"],
-    ),
-    (
-        "k8s-job-sriov.yaml",
-        &[
-            "k8s",
-            "pod",
-            "--root",
-            "{root}",
-            "--gpus",
-            "2",
-            "--network",
-            "sriov",
-            "--kind",
-            "job",
-        ],
-    ),
-];
-
-/// Answers that show a container's own devices by default, and with `--all` every
-/// device visible: (the default's file, the `--all` file). On a host the two are the
-/// same, and the `--all` file is kept only where they differ (a container's fixture):
-/// where it is absent, `--all` must print the default's file.
-const ALL_CASES: &[(&str, &str)] = &[
-    ("gids.txt", "gids-all.txt"),
-    ("gids.json", "gids-all.json"),
-    ("netdevs.txt", "netdevs-all.txt"),
-    ("netdevs.json", "netdevs-all.json"),
-    ("qos.txt", "qos-all.txt"),
-    ("nccl-topo.xml", "nccl-topo-all.xml"),
-    ("inventory.txt", "inventory-all.txt"),
-    ("inventory.json", "inventory-all.json"),
-];
+use support::goldens::{ALL_CASES, CASES, render};
 
 fn fixtures_dir() -> PathBuf {
     support::fixtures_dir()
@@ -149,12 +45,11 @@ fn run_case(fixture: &Path, args: &[&str]) -> String {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .output()
         .expect("run rdmatopo");
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.stderr.is_empty() {
-        text.push_str("--- stderr\n");
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
-    }
-    text.push_str(&format!("--- exit {}\n", out.status.code().unwrap_or(-1)));
+    let text = render(
+        &String::from_utf8_lossy(&out.stdout),
+        &String::from_utf8_lossy(&out.stderr),
+        out.status.code().unwrap_or(-1),
+    );
     // Goldens must not depend on where the repository is checked out.
     text.replace(&root.display().to_string(), "<root>")
 }
@@ -243,6 +138,35 @@ fn check_fixture(fixture: &Path, bless: bool) -> Vec<String> {
         }
     }
     failures
+}
+
+/// Every expected file reads back as the answer it holds (support::goldens::parse, which
+/// the tests that read answers from these files use), and writes out as it was.
+#[test]
+fn every_golden_file_reads_back_exactly() {
+    let mut read = 0;
+    for fixture in fixtures() {
+        for file in CASES
+            .iter()
+            .map(|(f, _)| *f)
+            .chain(ALL_CASES.iter().map(|(_, f)| *f))
+        {
+            let path = fixture.join("expected").join(file);
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let a = support::goldens::parse(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(
+                render(&a.stdout, &a.stderr, a.exit),
+                text,
+                "{}",
+                path.display()
+            );
+            read += 1;
+        }
+    }
+    assert!(read > 500, "only {read} golden files read");
 }
 
 fn first_difference(expected: &str, actual: &str) -> String {

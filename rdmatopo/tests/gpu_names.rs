@@ -9,9 +9,8 @@ mod support;
 use regex::Regex;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
-/// The commands that name GPUs, as the goldens run them.
+/// The commands that name GPUs, each a golden case.
 const COMMANDS: &[&[&str]] = &[
     &["topo"],
     &["topo", "--format", "json"],
@@ -22,26 +21,16 @@ const COMMANDS: &[&[&str]] = &[
     &["inventory"],
 ];
 
-fn run(root: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
-        .args(args)
-        .arg("--root")
-        .arg(root)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .output()
-        .expect("run rdmatopo");
-    // What a user reads: the answer (stdout) and what is said of it (stderr: the View
-    // line that names a container's GPUs). Doctor's findings may wrap a label over two
-    // lines.
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-    .split_whitespace()
-    .collect::<Vec<_>>()
-    .join(" ")
+/// What a user reads of `rdmatopo ARGS` on `fixture`: the answer (stdout) and what is said
+/// of it (stderr: the View line that names a container's GPUs), as the fixture's golden
+/// file holds them (tests/golden.rs keeps it equal to the command's answer). Doctor's
+/// findings may wrap a label over two lines.
+fn run(fixture: &Path, args: &[&str]) -> String {
+    let answer = support::goldens::answer(fixture, args);
+    format!("{}\n{}", answer.stdout, answer.stderr)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every name `text` gives the GPU at `pci`, in each form the commands print
@@ -91,7 +80,7 @@ fn every_command_names_a_pods_gpus_alike() {
         );
         let outputs: Vec<(String, String)> = COMMANDS
             .iter()
-            .map(|args| (args.join(" "), run(&root, args)))
+            .map(|args| (args.join(" "), run(dir, args)))
             .collect();
         for gpu in &topo.gpus {
             let pci = gpu.pci.to_string();
@@ -123,9 +112,9 @@ fn every_command_names_a_pods_gpus_alike() {
 /// The case: the pod was given the host's GPU 5; its nvidia-smi calls it GPU0.
 #[test]
 fn the_pods_gpu5_is_its_gpu0_with_the_host_index_beside() {
-    let root = support::root("pod-h100-1gpu-1vf");
-    let topo = run(&root, &["topo"]);
-    let doctor = run(&root, &["doctor"]);
+    let pod = support::fixtures_dir().join("pod-h100-1gpu-1vf");
+    let topo = run(&pod, &["topo"]);
+    let doctor = run(&pod, &["doctor"]);
     assert!(topo.contains("GPU0 = host GPU5 at 0000:c3:00.0"), "{topo}");
     assert!(
         doctor.contains("GPU0 (host GPU5, 0000:c3:00.0) PXB mlx5_22"),
@@ -133,6 +122,6 @@ fn the_pods_gpu5_is_its_gpu0_with_the_host_index_beside() {
     );
     assert!(!doctor.contains("GPU5 (0000:c3:00.0)"), "{doctor}");
     // `--all` shows every GPU, by the host's numbering, and says what the pod calls its own.
-    let all = run(&root, &["topo", "--all"]);
+    let all = run(&pod, &["topo", "--all"]);
     assert!(all.contains("(its GPU0 = GPU5)"), "{all}");
 }

@@ -1,4 +1,5 @@
-//! Stdout of `topo`, `netdevs` and `gids` on every fixture, read by parsers written
+//! Stdout of `topo`, `netdevs` and `gids` on every fixture (the goldens the command is
+//! held to by tests/golden.rs), read by parsers written
 //! for the output of the tools they mirror: what a script written for `nvidia-smi topo
 //! -m`, `ibdev2netdev` or `show_gids` does with our stdout. Each parser follows the
 //! documented layout of the real tool (sources at each), not our own code, and what it
@@ -12,31 +13,23 @@ mod support;
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixtures() -> Vec<PathBuf> {
     support::fixture_dirs()
 }
 
-/// Stdout of `rdmatopo ARGS --root <fixture>` (exit 0 asserted), with the caller's
-/// environment left out as the goldens leave it.
+/// Stdout of `rdmatopo ARGS --root <fixture>` (exit 0 asserted), as the fixture's
+/// golden file holds it: tests/golden.rs keeps that file equal to the command's answer.
 fn stdout(fixture: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_rdmatopo"))
-        .args(args)
-        .arg("--root")
-        .arg(fixture.join("root.tar.gz"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .output()
-        .unwrap();
+    let answer = support::goldens::answer(fixture, args);
     assert_eq!(
-        out.status.code(),
-        Some(0),
+        answer.exit,
+        0,
         "{} {args:?}: {}",
         fixture.display(),
-        String::from_utf8_lossy(&out.stderr)
+        answer.stderr
     );
-    String::from_utf8(out.stdout).unwrap()
+    answer.stdout
 }
 
 fn json(fixture: &Path, args: &[&str]) -> serde_json::Value {

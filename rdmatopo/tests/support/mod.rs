@@ -7,6 +7,8 @@
 // A test cannot run without its fixtures: a missing one panics, naming the path.
 #![allow(clippy::panic)]
 
+pub mod goldens;
+
 use rdmatopo::Sysfs;
 use rdmatopo::sysfs::MemTree;
 use std::collections::HashMap;
