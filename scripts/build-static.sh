@@ -9,11 +9,17 @@
 # its own work; in a pod that is most of what `rdmatopo topo` costs (BENCHMARKS.md).
 #
 #   scripts/build-static.sh            # target/static/rdmatopo, target/static/rdmatopo-nvml
+#   PROFILE=dev scripts/build-static.sh
+#                                      # the same files, unoptimised (scripts/test-all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=$(uname -m)
 target="$arch-unknown-linux-musl"
 out=${OUT:-target/static}
+profile=${PROFILE:-release}
+# cargo writes the `dev` profile to debug/.
+dir=$profile
+[ "$profile" = dev ] && dir=debug
 
 if ! rustc --print target-libdir --target "$target" >/dev/null 2>&1 \
   || [ ! -d "$(rustc --print target-libdir --target "$target")" ]; then
@@ -27,11 +33,11 @@ if [ -z "${!cc_var:-}" ] && ! command -v "$arch-linux-musl-gcc" >/dev/null \
   echo "build-static.sh: no C compiler for $target: install musl-tools (musl-gcc)" >&2
   exit 1
 fi
-cargo build --release --locked -p rdmatopo --bin rdmatopo --target "$target"
+cargo build --profile "$profile" --locked -p rdmatopo --bin rdmatopo --target "$target"
 # The helper needs only NVML; with the features the C and Python bindings build the
-# library with, the three share one release build of it.
-cargo build --release --locked -p rdmatopo --bin rdmatopo-nvml --no-default-features \
+# library with, the three share one build of it.
+cargo build --profile "$profile" --locked -p rdmatopo --bin rdmatopo-nvml --no-default-features \
   --features nvml,pci-names
 mkdir -p "$out"
-cp "target/$target/release/rdmatopo" target/release/rdmatopo-nvml "$out/"
+cp "target/$target/$dir/rdmatopo" "target/$dir/rdmatopo-nvml" "$out/"
 echo "$out/rdmatopo (static, $target) and $out/rdmatopo-nvml (glibc)"

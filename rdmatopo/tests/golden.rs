@@ -4,8 +4,9 @@
 //!
 //! Add a command by adding a line to `CASES` (tests/support/goldens.rs).
 //!
-//! `RDMATOPO_GOLDEN_BIN=PATH` checks another build of the command against the same files
-//! (scripts/test-all: the static musl program).
+//! `RDMATOPO_GOLDEN_BIN=PATH` checks another build of the command against the same files,
+//! on every fixture or on those `RDMATOPO_GOLDEN_FIXTURES=a,b,...` names (scripts/test-all:
+//! a sample answered by the static musl program).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -61,7 +62,7 @@ fn goldens() {
         !(bless && std::env::var_os("RDMATOPO_GOLDEN_BIN").is_some()),
         "RDMATOPO_BLESS writes this build's answers: unset RDMATOPO_GOLDEN_BIN"
     );
-    let fixtures = fixtures();
+    let fixtures = compared();
     assert!(
         !fixtures.is_empty(),
         "no fixtures found under {}",
@@ -78,6 +79,29 @@ fn goldens() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The fixtures compared: every one; another build (`RDMATOPO_GOLDEN_BIN`) may be held to
+/// a sample, `RDMATOPO_GOLDEN_FIXTURES`, each of which must exist.
+fn compared() -> Vec<PathBuf> {
+    let Some(names) = std::env::var_os("RDMATOPO_GOLDEN_FIXTURES") else {
+        return fixtures();
+    };
+    assert!(
+        std::env::var_os("RDMATOPO_GOLDEN_BIN").is_some(),
+        "RDMATOPO_GOLDEN_FIXTURES samples another build's answers: this build answers on every fixture"
+    );
+    let names = names.to_string_lossy().into_owned();
+    let all = fixtures();
+    names
+        .split(',')
+        .map(|name| {
+            all.iter()
+                .find(|f| f.file_name().is_some_and(|n| n == name))
+                .unwrap_or_else(|| panic!("RDMATOPO_GOLDEN_FIXTURES: no fixture {name:?}"))
+                .clone()
+        })
+        .collect()
 }
 
 /// Every case of one fixture against its expected files (or, blessing, written to them):
