@@ -2,10 +2,6 @@
 //! features (`RDMATOPO_FEATURES`), the C library (`RDMATOPO_BUILD`) and every JSON
 //! schema id the sources write (`RDMATOPO_JSON_SCHEMAS`), found rather than listed so a
 //! new one cannot be forgotten.
-//!
-//! With the `kubelet` feature it also compiles the kubelet's PodResources v1 `.proto`
-//! (vendored unchanged in `proto/`) with protox (pure Rust: no `protoc` binary needed)
-//! and tonic-prost-build, into `$OUT_DIR/v1.rs`.
 
 use std::path::Path;
 
@@ -33,12 +29,6 @@ fn main() {
         "cargo:rustc-env=RDMATOPO_JSON_SCHEMAS={}",
         schemas.join(", ")
     );
-
-    #[cfg(feature = "kubelet")]
-    if let Err(e) = compile_pod_resources() {
-        println!("cargo:warning=kubelet PodResources proto: {e}");
-        std::process::exit(1);
-    }
 }
 
 /// Cargo sets `CARGO_FEATURE_<NAME>` for each enabled feature (upper case, `-` as `_`).
@@ -91,17 +81,4 @@ fn schema_literals(text: &str) -> Vec<String> {
         }
     }
     ids
-}
-
-#[cfg(feature = "kubelet")]
-fn compile_pod_resources() -> Result<(), Box<dyn std::error::Error>> {
-    const PROTO: &str = "proto/kubelet/podresources/v1/api.proto";
-    println!("cargo:rerun-if-changed={PROTO}");
-    let descriptors = protox::compile(["api.proto"], ["proto/kubelet/podresources/v1"])?;
-    // Both sides: the client for `k8s audit`, the server for the tests' fake kubelet.
-    tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(true)
-        .compile_fds(descriptors)?;
-    Ok(())
 }

@@ -2,7 +2,8 @@
 //! container holds) and `GetAllocatableResources` (what the node can hand out).
 //!
 //! The `.proto` is the kubelet's own (`k8s.io/kubelet/pkg/apis/podresources/v1/api.proto`,
-//! vendored unchanged in `rdmatopo/proto/`), compiled by `build.rs`. One call runs on a
+//! vendored unchanged in `rdmatopo/proto/`); its generated code is `podresources_v1.rs`
+//! beside this file (scripts/gen-podresources writes it). One call runs on a
 //! current-thread tokio runtime made for it, bounded in time (the whole exchange) and
 //! in size (each reply), so a kubelet that accepts and never answers, or answers with a
 //! flood, costs at most the timeout and [`MAX_REPLY_BYTES`].
@@ -28,7 +29,7 @@ use tonic::transport::{Endpoint, Uri};
     clippy::panic
 )]
 pub mod proto {
-    tonic::include_proto!("v1");
+    include!("podresources_v1.rs");
 }
 
 use proto::pod_resources_lister_client::PodResourcesListerClient;
@@ -263,4 +264,24 @@ pub fn allocatable_of(reply: proto::AllocatableResourcesResponse) -> Result<Allo
         cpu_ids: ids(&reply.cpu_ids, "CPU id")?,
         memory: memory(&reply.memory)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The generated code is the vendored `.proto`'s: its header records the CRC-32 of
+    /// the `.proto` it was generated from (scripts/gen-podresources writes both).
+    #[test]
+    fn generated_code_is_the_vendored_protos() {
+        let mut crc = flate2::Crc::new();
+        crc.update(include_bytes!(
+            "../../proto/kubelet/podresources/v1/api.proto"
+        ));
+        let want = format!("(proto CRC-32 {:#010x})", crc.sum());
+        let code = include_str!("podresources_v1.rs");
+        assert!(
+            code.lines().take(2).any(|l| l.contains(&want)),
+            "src/sources/podresources_v1.rs was not generated from the vendored api.proto \
+             ({want}): run cargo run --manifest-path scripts/gen-podresources/Cargo.toml"
+        );
+    }
 }
