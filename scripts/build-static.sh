@@ -17,7 +17,8 @@ arch=$(uname -m)
 target="$arch-unknown-linux-musl"
 out=${OUT:-target/static}
 profile=${PROFILE:-release}
-# cargo writes the `dev` profile to debug/.
+# Where cargo writes: CARGO_TARGET_DIR, else target/; the `dev` profile to debug/.
+built=${CARGO_TARGET_DIR:-target}
 dir=$profile
 [ "$profile" = dev ] && dir=debug
 
@@ -39,5 +40,5 @@ cargo build --profile "$profile" --locked -p rdmatopo --bin rdmatopo --target "$
 cargo build --profile "$profile" --locked -p rdmatopo --bin rdmatopo-nvml --no-default-features \
   --features nvml,pci-names
 mkdir -p "$out"
-cp "target/$target/$dir/rdmatopo" "target/$dir/rdmatopo-nvml" "$out/"
+cp "$built/$target/$dir/rdmatopo" "$built/$dir/rdmatopo-nvml" "$out/"
 echo "$out/rdmatopo (static, $target) and $out/rdmatopo-nvml (glibc)"

@@ -8,6 +8,7 @@ Run from the repository root after `cargo build -p rdmatopo`:
 RDMATOPO_BIN overrides the binary (default target/debug/rdmatopo).
 """
 
+import functools
 import json
 import os
 import pathlib
@@ -477,9 +478,11 @@ PLUGINS = {
 }
 
 
+@functools.cache
 def plugin_pools(fixture, plugin, *extra):
     """Resource names (`prefix/name`) of a plugin's pools, or None when the command
-    says the node has none."""
+    says the node has none. Asked once per fixture and arguments: every pod test of a
+    fixture reads the same pools."""
     out = rdmatopo("k8s", plugin, "--root", root(fixture), "--config-json", *extra)
     if out.returncode == EXIT_COULD_NOT_RUN:
         assert "no resource pool" in out.stderr, out.stderr
@@ -488,8 +491,8 @@ def plugin_pools(fixture, plugin, *extra):
     cfg = json.loads(out.stdout)
     names = PLUGINS[plugin](cfg)
     if plugin == "rdma-shared-dev-plugin":
-        return {f"{e.get('resourcePrefix', 'rdma')}/{e['resourceName']}" for e in cfg["configList"]}
-    return names
+        return frozenset(f"{e.get('resourcePrefix', 'rdma')}/{e['resourceName']}" for e in cfg["configList"])
+    return frozenset(names)
 
 
 @pytest.mark.parametrize("plugin", sorted(PLUGINS))
