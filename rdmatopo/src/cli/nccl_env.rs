@@ -3,8 +3,8 @@
 use super::args::RootArgs;
 use super::output::Output;
 use clap::{Args, ValueEnum};
-use rdmatopo::view::ViewError;
-use rdmatopo::view::plan::{Plan, PlanOptions};
+use crate::view::ViewError;
+use crate::view::plan::{Plan, PlanOptions};
 use std::fmt::Write;
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub struct NcclEnvArgs {
 pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
     let topo = args
         .root
-        .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
+        .discover_owned(crate::Needs::NCCL_ENV, args.all)?;
     let plan = match Plan::compute(
         &topo,
         &PlanOptions {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 /// One valid entry of a port's GID table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gid {
+    /// The slot in the table (`gids/<index>`).
     pub index: u32,
     /// `gids/<i>`, as the kernel prints it.
     pub gid: String,
@@ -19,6 +20,7 @@ pub struct Gid {
 /// A port of an RDMA device (`ports/<n>/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Port {
+    /// The port number (`ports/<number>`).
     pub number: u32,
     /// `state`.
     pub state: Option<PortState>,
@@ -54,6 +56,7 @@ impl Port {
         }
     }
 
+    /// Whether `state` is `ACTIVE`.
     pub fn is_active(&self) -> bool {
         self.state == Some(PortState::Active)
     }
@@ -62,6 +65,7 @@ impl Port {
 /// An RDMA device (`/sys/class/infiniband/<name>/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RdmaDevice {
+    /// The device name (`mlx5_0`).
     pub name: String,
     /// The PCI function (the `device` link); `None` for software devices (rxe, siw).
     pub pci: Option<PciAddr>,
@@ -77,6 +81,7 @@ pub struct RdmaDevice {
     pub hca_type: Option<String>,
     /// `board_id` (the PSID on mlx5).
     pub board_id: Option<String>,
+    /// Its ports, in number order.
     pub ports: Vec<Port>,
     /// `uverbs<N>` char device of this device (`/sys/class/infiniband_verbs/*/ibdev`).
     pub uverbs: Option<String>,

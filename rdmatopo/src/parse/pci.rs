@@ -6,13 +6,18 @@ use std::fmt;
 /// domain grows past four digits when it has to (VMD `10000:00:00.0`, Hyper-V).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PciAddr {
+    /// The PCI domain (segment).
     pub domain: u32,
+    /// The bus number.
     pub bus: u8,
+    /// The device number (0-31).
     pub device: u8,
+    /// The function number (0-7).
     pub function: u8,
 }
 
 impl PciAddr {
+    /// The address `domain:bus:device.function`.
     pub const fn new(domain: u32, bus: u8, device: u8, function: u8) -> Self {
         Self {
             domain,

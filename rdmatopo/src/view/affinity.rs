@@ -22,10 +22,15 @@ pub enum PathClass {
     X,
     /// A bonded set of this many NVLinks.
     Nv(u32),
+    /// At most one PCIe bridge between the two (same switch port).
     Pix,
+    /// Several PCIe bridges between them, below one host bridge.
     Pxb,
+    /// Through a PCIe host bridge (the CPU), on one NUMA node.
     Phb,
+    /// Across host bridges of one NUMA node.
     Node,
+    /// Across NUMA nodes (the SMP interconnect, QPI/UPI or Infinity Fabric).
     Sys,
 }
 
@@ -339,6 +344,7 @@ pub struct MatrixDevice {
     pub name: String,
     /// `gpu` or `nic`.
     pub kind: String,
+    /// The PCI function.
     pub pci: PciAddr,
     /// RDMA device name of a NIC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -359,6 +365,7 @@ pub struct MatrixDevice {
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "TopoMatrixJson")]
 pub struct TopoMatrix {
+    /// `rdmatopo.topo/1`.
     pub schema: String,
     /// Rows and columns, in order (names unique).
     devices: Vec<MatrixDevice>,
@@ -374,6 +381,7 @@ pub struct TopoMatrix {
 }
 
 impl TopoMatrix {
+    /// The schema id of the matrix's JSON.
     pub const SCHEMA: &'static str = "rdmatopo.topo/1";
 
     /// Build the matrix over `gpus` (in the order given) and the RDMA devices named in

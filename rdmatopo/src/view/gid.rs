@@ -26,6 +26,7 @@ use std::net::Ipv6Addr;
 pub struct GidChoice {
     /// RDMA device (`/sys/class/infiniband/<device>`).
     pub device: String,
+    /// The port number.
     pub port: u32,
     /// Index into the port's GID table (`gids/<index>`).
     pub index: u32,

@@ -45,6 +45,7 @@ pub struct PlanOptions {
 /// One local rank's share of the node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankPlan {
+    /// The local rank (`LOCAL_RANK`).
     pub local_rank: u32,
     /// The rank's GPU.
     pub gpu: PciAddr,
@@ -65,6 +66,7 @@ pub struct RankPlan {
 pub struct Exclusion {
     /// RDMA device name, or `device:port` for one port of a multi-port device.
     pub device: String,
+    /// Why it was left out.
     pub reason: String,
 }
 
@@ -78,7 +80,9 @@ pub struct Plan {
     /// The GID index of every RoCE port in `NCCL_IB_HCA` (`mlx5_0:1` → 3), also when
     /// they differ and `NCCL_IB_GID_INDEX` is therefore not set.
     pub gid_index: BTreeMap<String, u32>,
+    /// The plan of each local rank planned, in rank order.
     pub ranks: Vec<RankPlan>,
+    /// The devices and ports left out of `NCCL_IB_HCA`, each with its reason.
     pub excluded: Vec<Exclusion>,
     /// Assumptions and fallbacks, each said once.
     pub notes: Vec<String>,
