@@ -17,6 +17,7 @@ pub use crate::model::{
     Bond, DetailView, Diagnostic, Gid, Gpu, Netdev, NetdevKind, NumaNode, PciFunction, PciRole,
     PcieLink, Port, RdmaDevice, Severity, Sriov, Topology,
 };
+pub use crate::model::LOCAL_RANK_VARS;
 pub use crate::parse::{CpuSet, GidType, LinkLayer, LinkSpeed, PciAddr, PhysState, PortState, Rate};
 pub use crate::view::gid::GidChoice;
 pub use crate::view::plan::{DataDirect, Exclusion, Plan, PlanOptions, RankPlan};
@@ -84,6 +85,18 @@ pub enum Error {
     Analysis(String),
 }
 
+impl Error {
+    /// [`Error::UnknownDevice`] for `name`, with the message the library gives it.
+    pub fn unknown_device(name: impl Into<String>) -> Self {
+        view::ViewError::UnknownDevice(name.into()).into()
+    }
+
+    /// [`Error::OutsideView`] for `name`, with the message the library gives it.
+    pub fn outside_view(name: impl Into<String>) -> Self {
+        view::ViewError::OutsideView(name.into()).into()
+    }
+}
+
 #[doc(hidden)]
 impl From<CoreError> for Error {
     fn from(e: CoreError) -> Self {
@@ -92,14 +105,23 @@ impl From<CoreError> for Error {
             CoreError::Discover(e) => Error::Discovery(e.to_string()),
             CoreError::View(e) => e.into(),
             CoreError::Json(e) => Error::Parse(CoreError::Json(e).to_string()),
-            CoreError::Io { path, source } | CoreError::Snapshot(snapshot::SnapshotError::Io { path, source }) => {
-                Error::Io {
-                    path,
-                    kind: source.kind(),
-                    os_code: source.raw_os_error(),
-                    reason: source.to_string(),
-                }
+            // A snapshot that is not there, or not readable, is a file error as any other;
+            // one that does not unpack is no machine.
+            CoreError::Snapshot(snapshot::SnapshotError::Io { path, source })
+                if !matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                Error::Discovery(CoreError::Snapshot(snapshot::SnapshotError::Io { path, source }).to_string())
             }
+            CoreError::Io { path, source }
+            | CoreError::Snapshot(snapshot::SnapshotError::Io { path, source }) => Error::Io {
+                path,
+                kind: source.kind(),
+                os_code: source.raw_os_error(),
+                reason: source.to_string(),
+            },
             CoreError::Snapshot(e) => Error::Discovery(e.to_string()),
         }
     }
@@ -299,6 +321,23 @@ pub enum K8sObject {
     },
 }
 
+impl TopoMatrix {
+    /// The `nvidia-smi topo -m` table of this matrix with its legend, as `rdmatopo
+    /// topo` prints it.
+    pub fn nvidia_smi_table(&self) -> String {
+        export::table::nvidia_smi_table(self, false)
+    }
+}
+
+impl Port {
+    /// Whether this is a RoCE port (`link_layer` `Ethernet`, or an unknown link layer
+    /// with RoCE GID types), where a GID index is chosen; InfiniBand ports use GID
+    /// index 0.
+    pub fn is_roce(&self) -> bool {
+        view::gid::is_roce(self)
+    }
+}
+
 impl Topology {
     /// This topology's devices as the command line names them (`GPU0`, `NIC3`, an RDMA
     /// device, a PCI address): finding, comparing and planning. The matrix behind the
@@ -389,10 +428,22 @@ impl Topology {
         export::nccl_xml::write(self, options)
     }
 
-    /// The `nvidia-smi topo -m` table of this topology, with its legend, as
-    /// `rdmatopo topo` prints it.
-    pub fn nvidia_smi_table(&self) -> String {
-        export::table::nvidia_smi_table(&self.matrix(), false)
+    /// The matrix of the devices this container owns (`rdmatopo topo --owned`): its
+    /// GPUs and RDMA devices as the container view judges them (device nodes,
+    /// `/proc/driver/nvidia/gpus`, `PCIDEVICE_*`, this namespace's netdevs); every
+    /// device on a host.
+    pub fn owned_matrix(&self) -> TopoMatrix {
+        let owned = view::container::ContainerView::of(self);
+        let nics = owned.owned_rdma();
+        let nics: Vec<&str> = nics.iter().map(String::as_str).collect();
+        TopoMatrix::build(self, &owned.owned_gpus(), &nics)
+    }
+
+    /// Why GID table entry `gid` is not usable from this network namespace (`empty`,
+    /// `link-local`, `netdev in another network namespace`, …), `None` when it is: the
+    /// test [`Topology::choose_gid`] applies to each entry.
+    pub fn gid_unusable_reason(&self, gid: &Gid) -> Option<&'static str> {
+        view::gid::unusable_reason(self, gid).map(|u| u.as_str())
     }
 
     /// A Kubernetes object for this node, as JSON.

@@ -150,10 +150,11 @@ impl<'de> Deserialize<'de> for CpuSet {
     }
 }
 
+/// Parse a kernel cpulist (`0-3,8-11`), as [`parse_cpulist`] does.
 impl std::str::FromStr for CpuSet {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_cpulist(s)
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self, crate::Error> {
+        Ok(parse_cpulist(s)?)
     }
 }
 

@@ -118,11 +118,19 @@ impl PciAddr {
     }
 }
 
+/// Parse a PCI address ([`PciAddr::parse`]).
 impl std::str::FromStr for PciAddr {
-    type Err = ParseError;
+    type Err = crate::Error;
 
+    fn from_str(text: &str) -> Result<Self, crate::Error> {
+        Ok(Self::parse(text)?)
+    }
+}
+
+impl PciAddr {
     /// Accepts `0000:3b:00.0`, NVML's `00000000:3B:00.0`, and `3b:00.0` (domain 0).
-    fn from_str(text: &str) -> Result<Self, ParseError> {
+    #[doc(hidden)]
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
         if let Some(addr) = Self::from_fixed_form(text.as_bytes()) {
             return Ok(addr);
         }
