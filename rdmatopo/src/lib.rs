@@ -80,6 +80,12 @@ pub mod cli;
 pub mod fuzzing;
 mod api;
 
+// The body of the `rdmatopo-nvml` program beside the command, kept with the NVML source
+// it runs; no API.
+#[cfg(all(feature = "nvml", not(target_env = "musl")))]
+#[doc(hidden)]
+pub use sources::nvml_helper::helper_main as nvml_helper_main;
+
 pub use api::*;
 
 #[cfg(feature = "internals")]
@@ -103,6 +109,7 @@ mod internal {
 }
 
 /// The entry points the command and the public API share, over the layers' own types.
+#[allow(missing_docs)] // reached from outside only with `internals`
 mod entry {
     use crate::discover::{self, Discoverer};
     use crate::model::Topology;

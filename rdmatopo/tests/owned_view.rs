@@ -235,7 +235,7 @@ fn pod_sriov_reads_one_gid_table_and_names_the_rest() {
     ] {
         let e = call.unwrap_err();
         assert!(
-            matches!(e, rdmatopo::view::ViewError::OutsideView(_)),
+            matches!(e, rdmatopo::Error::OutsideView { .. }),
             "{e}"
         );
         assert!(e.to_string().contains("mlx5_13"), "{e}");
