@@ -4,7 +4,7 @@
 //! below and answers nothing itself.
 
 use crate::entry::{self, CoreError};
-use crate::sysfs::{Sysfs, SysfsError};
+use crate::sysfs::Sysfs;
 use crate::{checks, export, snapshot, view};
 use std::path::{Path, PathBuf};
 
@@ -26,64 +26,10 @@ pub use crate::view::{
     TopoMatrix, WhenNoRank,
 };
 
+pub use crate::error::Error;
+
 /// The version of this library (`CARGO_PKG_VERSION`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// Any failure of this library, sorted into the kinds a caller acts on. The same kinds
-/// are the Python exceptions (`rdmatopo.UnknownDeviceError`, …) and the C status codes
-/// (`RDMATOPO_NOT_FOUND`, …).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A file could not be read: the root, a snapshot archive, or a sysfs file
-    /// discovery cannot do without (`/sys/class/infiniband`, …).
-    #[error("{path}: {reason}")]
-    Io {
-        /// The path, as given or as read under the root (`/sys/...`).
-        path: String,
-        /// What the operating system said, as [`std::io::ErrorKind`].
-        kind: std::io::ErrorKind,
-        /// The OS error number, where one was given.
-        os_code: Option<i32>,
-        /// The reason, without the path (`not found`, `permission denied`, …).
-        reason: String,
-    },
-    /// The root is no machine this library can read: no `sys/devices` or `sys/class`
-    /// under it, an archive that is not a snapshot or is refused (too large, an entry
-    /// outside the tree), a symlink loop.
-    #[error("{0}")]
-    Discovery(String),
-    /// A text that does not parse: model JSON ([`Topology::from_json`]), a PCI address, a
-    /// CPU list.
-    #[error("{0}")]
-    Parse(String),
-    /// No device of this topology has the name given (`GPU<n>`, `NIC<n>`, an RDMA
-    /// device, a netdev, a UUID or a PCI address).
-    #[error("{message}")]
-    UnknownDevice {
-        /// The name asked for.
-        name: String,
-        /// What to say.
-        message: String,
-    },
-    /// The device is outside this topology's view: another container's, named but not
-    /// read (see [`View::Owned`]); discover with [`View::All`] to read it in full.
-    #[error("{message}")]
-    OutsideView {
-        /// The device asked for.
-        name: String,
-        /// What to say.
-        message: String,
-    },
-    /// An argument this machine cannot satisfy: a local rank not below the local world
-    /// size, more GPUs than the node has, a malformed launcher variable.
-    #[error("{0}")]
-    Argument(String),
-    /// A question the topology cannot answer (a device without a PCI function, an
-    /// object without the devices it needs).
-    #[error("{0}")]
-    Analysis(String),
-}
 
 impl Error {
     /// [`Error::UnknownDevice`] for `name`, with the message the library gives it.
@@ -124,52 +70,6 @@ impl From<CoreError> for Error {
             },
             CoreError::Snapshot(e) => Error::Discovery(e.to_string()),
         }
-    }
-}
-
-#[doc(hidden)]
-impl From<view::ViewError> for Error {
-    fn from(e: view::ViewError) -> Self {
-        use view::ViewError;
-        let message = e.to_string();
-        match e {
-            ViewError::UnknownDevice(name) => Error::UnknownDevice { name, message },
-            ViewError::OutsideView(name) => Error::OutsideView { name, message },
-            ViewError::Argument(m) => Error::Argument(m),
-            _ => Error::Analysis(message),
-        }
-    }
-}
-
-#[doc(hidden)]
-impl From<SysfsError> for Error {
-    fn from(e: SysfsError) -> Self {
-        use std::io::ErrorKind;
-        let (kind, os_code, reason) = match &e {
-            SysfsError::NotFound { .. } => (ErrorKind::NotFound, None, "not found".to_string()),
-            SysfsError::PermissionDenied { .. } => (
-                ErrorKind::PermissionDenied,
-                None,
-                "permission denied".to_string(),
-            ),
-            SysfsError::Io {
-                message, os_code, ..
-            } => (ErrorKind::Other, *os_code, message.clone()),
-            _ => return Error::Discovery(e.to_string()),
-        };
-        Error::Io {
-            path: e.path().to_string(),
-            kind,
-            os_code,
-            reason,
-        }
-    }
-}
-
-#[doc(hidden)]
-impl From<crate::parse::ParseError> for Error {
-    fn from(e: crate::parse::ParseError) -> Self {
-        Error::Parse(e.to_string())
     }
 }
 

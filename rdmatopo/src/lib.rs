@@ -79,6 +79,7 @@ pub mod cli;
 #[allow(missing_docs)]
 pub mod fuzzing;
 mod api;
+mod error;
 
 // The body of the `rdmatopo-nvml` program beside the command, kept with the NVML source
 // it runs; no API.

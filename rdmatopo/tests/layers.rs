@@ -24,6 +24,9 @@ use std::path::Path;
 const LAYERS: &[(&str, u32)] = &[
     ("sysfs", 0),
     ("parse", 0),
+    // The public error's kinds: data, importing nothing; each layer says beside its own
+    // error how it becomes one.
+    ("error", 0),
     ("model", 1),
     // The JSON Schemas of the model's documents: data, importing nothing.
     ("schemas", 1),
@@ -34,6 +37,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("checks", 6),
     ("export", 7),
     (ROOT, 8),
+    // The public API (re-exported at the root): calls the layers, answers nothing itself.
+    ("api", 8),
     ("cli", 9),
     // Programs beside the command (`rdmatopo-nvml`, the static build's NVML helper).
     ("bin", 9),

@@ -152,8 +152,8 @@ impl<'de> Deserialize<'de> for CpuSet {
 
 /// Parse a kernel cpulist (`0-3,8-11`), as [`parse_cpulist`] does.
 impl std::str::FromStr for CpuSet {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> Result<Self, crate::Error> {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> Result<Self, crate::error::Error> {
         Ok(parse_cpulist(s)?)
     }
 }

@@ -120,9 +120,9 @@ impl PciAddr {
 
 /// Parse a PCI address ([`PciAddr::parse`]).
 impl std::str::FromStr for PciAddr {
-    type Err = crate::Error;
+    type Err = crate::error::Error;
 
-    fn from_str(text: &str) -> Result<Self, crate::Error> {
+    fn from_str(text: &str) -> Result<Self, crate::error::Error> {
         Ok(Self::parse(text)?)
     }
 }

@@ -6,7 +6,7 @@
 
 use super::affinity::{PathClass, TopoMatrix, nearest_devices, numa_of, path_class};
 use super::error::ViewError;
-use crate::Error;
+use crate::error::Error;
 use super::naming::GpuNames;
 use super::plan::{Plan, PlanOptions, RankPlan};
 use crate::model::{Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, RdmaDevice, Topology};
@@ -72,7 +72,7 @@ pub struct RankOutcome {
 }
 
 impl<'t> Devices<'t> {
-    /// The devices of `topo` ([`Topology::devices`](crate::Topology::devices) is the same).
+    /// The devices of `topo` (what `Topology::devices` answers).
     pub fn of(topo: &'t Topology) -> Self {
         Self {
             topo,
