@@ -29,7 +29,10 @@ impl rdmatopo_topology {
             let each: Vec<String> = p
                 .gids
                 .iter()
-                .filter_map(|g| topo.gid_unusable_reason(g).map(|r| format!("{}: {r}", g.index)))
+                .filter_map(|g| {
+                    topo.gid_unusable_reason(g)
+                        .map(|r| format!("{}: {r}", g.index))
+                })
                 .collect();
             format!("no GID is usable from here ({})", each.join("; "))
         };

@@ -4,9 +4,7 @@
 use crate::args::{OutBuf, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::{
-    LOCAL_RANK_VARS, Plan, RankChoice, RankOutcome, RankPlan, RankRequest, WhenNoRank,
-};
+use rdmatopo::{LOCAL_RANK_VARS, Plan, RankChoice, RankOutcome, RankPlan, RankRequest, WhenNoRank};
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
 use std::ptr;
@@ -115,7 +113,7 @@ impl rdmatopo_rank_plan {
             local_world_size,
             env,
         };
-        let RankOutcome { plan, choice } =
+        let RankOutcome { plan, choice, .. } =
             topo.devices().rank_plan(request, WhenNoRank::PlanTheNode)?;
         let rank = match choice {
             RankChoice::Planned(rank) => rank,

@@ -2,8 +2,8 @@
 
 use crate::args::{OutBuf, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
-use rdmatopo::Topology;
 use rdmatopo::GpuNames;
+use rdmatopo::Topology;
 use std::ffi::{CStr, CString, OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;

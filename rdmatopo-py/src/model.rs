@@ -4,8 +4,8 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyTuple};
-use rdmatopo::{CpuSet, PciAddr};
 use rdmatopo::Devices;
+use rdmatopo::{CpuSet, PciAddr};
 
 use crate::errors::Error;
 

@@ -64,7 +64,7 @@ pub(crate) fn plan(
         .call_method0("copy")?
         .extract()?;
     let request = rank_request(local_rank, local_world_size, env)?;
-    let RankOutcome { plan, choice } = devices
+    let RankOutcome { plan, choice, .. } = devices
         .rank_plan(request, WhenNoRank::SingleProcess)
         .map_err(Error::from)?;
     let RankChoice::Planned(rank_plan) = choice else {
@@ -72,9 +72,10 @@ pub(crate) fn plan(
             [] => "no GPU is visible".to_string(),
             notes => notes.join("; "),
         };
-        return Err(
-            Error::from(rdmatopo::Error::Analysis(format!("no plan for this rank: {why}"))).into(),
-        );
+        return Err(Error::from(rdmatopo::Error::Analysis(format!(
+            "no plan for this rank: {why}"
+        )))
+        .into());
     };
     let gpu = devices
         .topology()

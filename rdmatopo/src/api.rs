@@ -13,17 +13,19 @@ pub use crate::checks::doctor::{
 };
 pub use crate::discover::Needs;
 pub use crate::export::nccl_xml::XmlOptions;
+pub use crate::model::LOCAL_RANK_VARS;
 pub use crate::model::{
     Bond, DetailView, Diagnostic, Gid, Gpu, Netdev, NetdevKind, NumaNode, PciFunction, PciRole,
     PcieLink, Port, RdmaDevice, Severity, Sriov, Topology,
 };
-pub use crate::model::LOCAL_RANK_VARS;
-pub use crate::parse::{CpuSet, GidType, LinkLayer, LinkSpeed, PciAddr, PhysState, PortState, Rate};
+pub use crate::parse::{
+    CpuSet, GidType, LinkLayer, LinkSpeed, PciAddr, PhysState, PortState, Rate,
+};
 pub use crate::view::gid::GidChoice;
 pub use crate::view::plan::{DataDirect, Exclusion, Plan, PlanOptions, RankPlan};
 pub use crate::view::{
-    Devices, GpuNames, MatrixDevice, PathClass, RankChoice, RankOutcome, RankRequest,
-    TopoMatrix, WhenNoRank,
+    Devices, GpuNames, MatrixDevice, PathClass, RankChoice, RankOutcome, RankRequest, TopoMatrix,
+    WhenNoRank,
 };
 
 pub use crate::error::Error;
@@ -59,7 +61,9 @@ impl From<CoreError> for Error {
                     std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
                 ) =>
             {
-                Error::Discovery(CoreError::Snapshot(snapshot::SnapshotError::Io { path, source }).to_string())
+                Error::Discovery(
+                    CoreError::Snapshot(snapshot::SnapshotError::Io { path, source }).to_string(),
+                )
             }
             CoreError::Io { path, source }
             | CoreError::Snapshot(snapshot::SnapshotError::Io { path, source }) => Error::Io {
@@ -414,13 +418,12 @@ pub fn audit(
     socket: &Path,
     timeout: std::time::Duration,
 ) -> Result<serde_json::Value, Error> {
-    let allocation =
-        crate::sources::kubelet::read(socket, timeout).map_err(|e| Error::Io {
-            path: socket.display().to_string(),
-            kind: std::io::ErrorKind::Other,
-            os_code: None,
-            reason: e.to_string(),
-        })?;
+    let allocation = crate::sources::kubelet::read(socket, timeout).map_err(|e| Error::Io {
+        path: socket.display().to_string(),
+        kind: std::io::ErrorKind::Other,
+        os_code: None,
+        reason: e.to_string(),
+    })?;
     let report = checks::audit::audit(topo, &allocation, &Default::default());
     serde_json::to_value(&report).map_err(|e| Error::Analysis(e.to_string()))
 }

@@ -26,7 +26,7 @@ pub enum Error {
     /// outside the tree), a symlink loop.
     #[error("{0}")]
     Discovery(String),
-    /// A text that does not parse: model JSON ([`Topology::from_json`]), a PCI address, a
+    /// A text that does not parse: model JSON (`Topology::from_json`), a PCI address, a
     /// CPU list.
     #[error("{0}")]
     Parse(String),
@@ -40,7 +40,7 @@ pub enum Error {
         message: String,
     },
     /// The device is outside this topology's view: another container's, named but not
-    /// read (see [`View::Owned`]); discover with [`View::All`] to read it in full.
+    /// read (see `View::Owned`); discover with `View::All` to read it in full.
     #[error("{message}")]
     OutsideView {
         /// The device asked for.

@@ -37,7 +37,7 @@
 //! | What is wrong with this machine or container | [`Topology::doctor`], [`DoctorReport`] |
 //! | NCCL's topology XML (`NCCL_TOPO_FILE`) | [`Topology::nccl_topo_xml`] |
 //! | Kubernetes objects (DRA ResourceSlices, device-plugin configs) | [`Topology::k8s`], [`K8sObject`] |
-//! | The kubelet audit (what a node's pods were given against its topology) | [`audit`] (feature `kubelet`) |
+//! | The kubelet audit (what a node's pods were given against its topology) | `audit` (feature `kubelet`) |
 //! | The JSON documents and their schemas | [`Topology::to_json`], [`Topology::inventory_json`], [`json_schema`] |
 //!
 //! Every value says in its documentation which sysfs file or computation it comes
@@ -72,14 +72,14 @@ macro_rules! layers {
 layers!(
     checks, discover, export, model, parse, schemas, snapshot, sources, sysfs, view
 );
+mod api;
 #[cfg(feature = "cli")]
 pub mod cli;
+mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 #[allow(missing_docs)]
 pub mod fuzzing;
-mod api;
-mod error;
 
 // The body of the `rdmatopo-nvml` program beside the command, kept with the NVML source
 // it runs; no API.
@@ -99,8 +99,8 @@ pub(crate) use internal::*;
 /// What the command, the tests and the benchmarks reach below the public API.
 mod internal {
     pub use crate::discover::{
-        CrossCheck, DeviceFacts, DiscoverError, Discoverer, Focus, GidFacts, HostFacts,
-        Narrowing, NetdevFacts, OtherNames, PciFacts,
+        CrossCheck, DeviceFacts, DiscoverError, Discoverer, Focus, GidFacts, HostFacts, Narrowing,
+        NetdevFacts, OtherNames, PciFacts,
     };
     pub use crate::entry::{
         CoreError, discover, discover_fs, discover_in, discover_needs, discover_view,
@@ -136,7 +136,6 @@ mod entry {
         #[error(transparent)]
         Snapshot(#[from] snapshot::SnapshotError),
     }
-
 
     /// Open a root: `None` or `/` is the live system, a directory is a captured tree, and
     /// a `.tar`, `.tar.gz` or `.tgz` file is a snapshot read into memory

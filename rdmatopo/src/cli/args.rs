@@ -1,8 +1,8 @@
 //! The arguments every command about a machine shares: where to read from, and the
 //! output format.
 
-use clap::{Args, ValueEnum};
 use crate::{Sysfs, Topology};
+use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
 // Where to read from (no doc comment: clap would take it as each command's about).

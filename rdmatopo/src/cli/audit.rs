@@ -4,7 +4,6 @@
 use super::EXIT_FAILURE;
 use super::args::RootArgs;
 use super::output::{Output, json};
-use clap::{Args, ValueEnum};
 use crate::checks::audit::{self, AuditOptions, AuditReport};
 use crate::export::k8s::SharedDevPluginConfig;
 use crate::export::prometheus::{self, AuditRound, SourceRead};
@@ -12,6 +11,7 @@ use crate::model::Severity;
 use crate::model::allocation::Allocation;
 use crate::parse::SliceDevice;
 use crate::sources::{apiserver, kubelet};
+use clap::{Args, ValueEnum};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -6,11 +6,11 @@
 
 use super::args::Format;
 use super::output::{Output, json};
-use clap::Args;
 use crate::Topology;
 use crate::checks::audit::AuditReport;
 use crate::checks::cluster::{self, FleetReport, Unreadable};
 use crate::view::rails::NodeRails;
+use clap::Args;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};

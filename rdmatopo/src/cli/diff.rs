@@ -1,8 +1,8 @@
 use super::args::Format;
 use super::output::{Output, json};
-use clap::Args;
 use crate::checks::diff::{Diff, diff};
 use crate::checks::doctor::Outcome;
+use clap::Args;
 use std::fmt::Write;
 use std::path::PathBuf;
 

@@ -1,9 +1,9 @@
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
-use anstyle::{AnsiColor, Style};
-use clap::{Args, ValueEnum};
 use crate::checks::doctor::{self, Finding, Outcome, Report};
 use crate::model::Severity;
+use anstyle::{AnsiColor, Style};
+use clap::{Args, ValueEnum};
 use std::fmt::Write;
 
 #[derive(Args, Debug)]

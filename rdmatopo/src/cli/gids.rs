@@ -11,12 +11,12 @@
 
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
-use clap::Args;
 use crate::Topology;
 use crate::model::{Gid, Port, RdmaDevice};
 use crate::parse::{gid_is_link_local, ls_cmp, parse_gid};
 use crate::view::container::DisplayedDevices;
 use crate::view::gid::{GidChoice, NcclGidEnv, choose_gid, nccl_gid_index, of_other_namespace};
+use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -1,9 +1,9 @@
 use super::args::{Format, RootArgs};
 use super::output::{Output, nothing_found_line};
-use clap::Args;
 use crate::Topology;
 use crate::model::Severity;
 use crate::view::container::{ContainerView, Context, Evidence, Ownership};
+use clap::Args;
 use std::fmt::Write;
 
 #[derive(Args, Debug)]

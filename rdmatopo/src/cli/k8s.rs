@@ -5,12 +5,12 @@
 use super::args::RootArgs;
 use super::files::write_atomically;
 use super::output::{Output, json};
-use clap::{Args, Subcommand, ValueEnum};
 use crate::export::k8s::{
     self, ConfigMap, Generated, NfdOptions, PodManifests, PodNetwork, PodOptions, PoolBy,
     SharedDevPluginOptions, SriovDpOptions, WorkloadKind,
 };
 use crate::view::ViewError;
+use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};

@@ -3,12 +3,12 @@
 
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
-use clap::Args;
 use crate::export::nccl_xml::{self, XmlOptions};
 use crate::model::Diagnostic;
 use crate::view::container::DisplayedDevices;
 use crate::view::plan::{DataDirect, Plan, PlanOptions, preferred_hcas};
 use crate::view::{PathClass, TopoMatrix};
+use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -4,9 +4,9 @@
 
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
-use clap::Args;
 use crate::export::qos::{report_shown, table};
 use crate::view::container::DisplayedDevices;
+use clap::Args;
 
 #[derive(Args, Debug)]
 pub struct QosArgs {

@@ -1,7 +1,7 @@
 use super::args::RootArgs;
 use super::output::Output;
-use clap::Args;
 use crate::snapshot::{Capture, Options, write_file};
+use clap::Args;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]

@@ -1,10 +1,10 @@
 use super::args::{Format, RootArgs};
 use super::output::{Output, json, nothing_found_line};
-use clap::Args;
 use crate::Topology;
 use crate::view::container::{ContainerView, Context, Ownership};
 use crate::view::nic_order::{self, NicOrder};
 use crate::view::{GpuNames, TopoMatrix};
+use clap::Args;
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]

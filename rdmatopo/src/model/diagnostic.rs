@@ -14,6 +14,7 @@ pub enum Severity {
 
 /// Something discovery could not read or make sense of. Never fatal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Diagnostic {
     /// How much it matters.
     pub severity: Severity,

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 /// An NVIDIA GPU: a PCI function of VGA or 3D class, plus NVML facts when known.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Gpu {
     /// The PCI function (`/sys/bus/pci/devices/<bdf>`).
     pub pci: PciAddr,

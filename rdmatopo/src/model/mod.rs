@@ -127,6 +127,7 @@ fn is_zero(n: &usize) -> bool {
 
 impl Topology {
     /// An empty model for `root` (what discovery fills in).
+    #[doc(hidden)]
     pub fn empty(root: impl Into<String>) -> Self {
         Self {
             schema: INVENTORY_SCHEMA.to_string(),
@@ -244,6 +245,7 @@ impl Topology {
     ///
     /// # Errors
     /// When the text is not a model of either schema.
+    #[doc(hidden)]
     pub fn read_json(text: &str) -> Result<Self, serde_json::Error> {
         let mut topo: Self = serde_json::from_str(text)?;
         let version = topo.schema.strip_prefix(INVENTORY_SCHEMA_PREFIX);

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 /// What a netdev is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum NetdevKind {
     /// On a physical PCI function.
     Physical,
@@ -19,6 +20,7 @@ pub enum NetdevKind {
 
 /// Bonding facts of a master (`bonding/mode`, `bonding/slaves`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Bond {
     /// `bonding/mode` (`802.3ad 4`).
     pub mode: Option<String>,
@@ -28,6 +30,7 @@ pub struct Bond {
 
 /// A network interface visible in this network namespace (`/sys/class/net/<if>/`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Netdev {
     /// The interface name (`/sys/class/net/<name>`).
     pub name: String,

@@ -16,6 +16,7 @@ pub struct HostBridge {
 /// Where a function sits in the PCIe hierarchy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum PciRole {
     /// A bridge directly below the host bridge.
     RootPort,
@@ -30,6 +31,7 @@ pub enum PciRole {
 /// PCIe link state of a function (`current_link_speed`, `current_link_width`,
 /// `max_link_speed`, `max_link_width`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PcieLink {
     /// `current_link_speed`.
     pub current_speed: Option<LinkSpeed>,
@@ -52,6 +54,7 @@ impl PcieLink {
 
 /// SR-IOV capability of a physical function.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Sriov {
     /// `sriov_totalvfs`.
     pub total_vfs: u32,
@@ -64,6 +67,7 @@ pub struct Sriov {
 
 /// One PCI function, from `/sys/bus/pci/devices/<bdf>/`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PciFunction {
     /// The address (`0000:18:00.0`, the directory name).
     pub address: PciAddr,

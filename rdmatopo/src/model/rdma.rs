@@ -19,6 +19,7 @@ pub struct Gid {
 
 /// A port of an RDMA device (`ports/<n>/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Port {
     /// The port number (`ports/<number>`).
     pub number: u32,
@@ -42,6 +43,7 @@ pub struct Port {
 
 impl Port {
     /// Port `number` with nothing known about it yet.
+    #[doc(hidden)]
     pub fn numbered(number: u32) -> Self {
         Self {
             number,
@@ -64,6 +66,7 @@ impl Port {
 
 /// An RDMA device (`/sys/class/infiniband/<name>/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RdmaDevice {
     /// The device name (`mlx5_0`).
     pub name: String,
@@ -95,6 +98,7 @@ pub struct RdmaDevice {
 
 impl RdmaDevice {
     /// A device known by name and function only, without ports.
+    #[doc(hidden)]
     pub fn named(name: String, pci: Option<PciAddr>) -> Self {
         Self {
             name,

@@ -150,7 +150,7 @@ impl<'de> Deserialize<'de> for CpuSet {
     }
 }
 
-/// Parse a kernel cpulist (`0-3,8-11`), as [`parse_cpulist`] does.
+/// Parse a kernel cpulist (`0-3,8-11`; empty for none).
 impl std::str::FromStr for CpuSet {
     type Err = crate::error::Error;
     fn from_str(s: &str) -> Result<Self, crate::error::Error> {

@@ -38,6 +38,7 @@ pub fn parse_port_state(text: &str) -> Result<PortState, ParseError> {
 
 /// A port's physical state (`ports/<n>/phys_state`, `5: LinkUp`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PhysState {
     /// The number (`5`).
     pub code: u32,
@@ -74,6 +75,7 @@ fn split_numbered<'a>(text: &'a str, what: &'static str) -> Result<(u32, &'a str
 
 /// A port's link rate (`ports/<n>/rate`, `400 Gb/sec (4X NDR)`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Rate {
     /// The rate in Gb/s (`400`).
     pub gbps: f64,

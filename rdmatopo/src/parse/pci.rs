@@ -36,6 +36,7 @@ impl PciAddr {
     }
 
     /// The same card's function 0 (NCCL merges the ports of one card this way).
+    #[doc(hidden)]
     pub fn function0(&self) -> Self {
         Self {
             function: 0,
@@ -48,6 +49,7 @@ impl PciAddr {
     /// one number) of VF n is the PF's plus offset + n x stride, as the kernel places
     /// VFs (`pci_iov_virtfn_bus`, `pci_iov_virtfn_devfn` in drivers/pci/iov.c). `None`
     /// past bus 255.
+    #[doc(hidden)]
     pub fn virtfn(&self, offset: u32, stride: u32, index: u32) -> Option<Self> {
         let pf = u32::from(self.bus) << 8 | u32::from(self.device) << 3 | u32::from(self.function);
         let routing = stride
@@ -63,6 +65,7 @@ impl PciAddr {
     }
 
     /// Whether `name` looks like a PCI address (a sysfs path component).
+    #[doc(hidden)]
     pub fn looks_like(name: &str) -> bool {
         name.len() >= 12 && name.parse::<PciAddr>().is_ok()
     }
@@ -110,6 +113,7 @@ impl PciAddr {
     /// A path component that is a PCI address (`0000:3b:00.0`), else `None`. Most
     /// components of a sysfs path are not: they are refused on their shape, without
     /// building an error.
+    #[doc(hidden)]
     pub fn from_component(c: &str) -> Option<Self> {
         let shaped = c.len() >= 7
             && c.as_bytes()[c.len() - 2] == b'.'

@@ -134,7 +134,7 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Ve
 }
 
 /// The body of `rdmatopo-nvml`: NVML's view of this machine on standard output, as
-/// the JSON a snapshot keeps in `rdmatopo/nvml.json`; [`HELPER_UNAVAILABLE`] when NVML
+/// the JSON a snapshot keeps in `rdmatopo/nvml.json`; `HELPER_UNAVAILABLE` when NVML
 /// is not there.
 #[cfg(all(feature = "nvml", not(target_env = "musl")))]
 pub fn helper_main() -> std::process::ExitCode {

@@ -56,6 +56,7 @@ impl PathClass {
     /// The same path in NCCL's terms, as its level variables name it. NCCL has no
     /// NODE: its topology joins every host bridge of a NUMA node at one CPU, so a path
     /// between two of them is PHB there.
+    #[doc(hidden)]
     pub fn nccl_level(&self) -> NcclPathLevel {
         match self {
             Self::X => NcclPathLevel::Loc,
@@ -82,9 +83,10 @@ impl fmt::Display for PathClass {
     }
 }
 
+/// Parse a class as `nvidia-smi topo -m` prints it (`X`, `NV18`, `PIX`, …, `SYS`).
 impl std::str::FromStr for PathClass {
-    type Err = ViewError;
-    fn from_str(s: &str) -> Result<Self, ViewError> {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> Result<Self, crate::error::Error> {
         Ok(match s.trim() {
             "X" => Self::X,
             "PIX" => Self::Pix,
@@ -95,7 +97,7 @@ impl std::str::FromStr for PathClass {
             other => match other.strip_prefix("NV").and_then(|n| n.parse().ok()) {
                 Some(n) => Self::Nv(n),
                 None => {
-                    return Err(ViewError::Invalid(format!("not a path class: {other:?}")));
+                    return Err(ViewError::Invalid(format!("not a path class: {other:?}")).into());
                 }
             },
         })
@@ -339,6 +341,7 @@ pub fn c2c_attach(topo: &Topology, gpu: &PciFunction) -> Option<C2cAttach> {
 
 /// One row/column of the matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct MatrixDevice {
     /// `GPU0`, `NIC0`.
     pub name: String,
@@ -351,7 +354,7 @@ pub struct MatrixDevice {
     pub rdma: Option<String>,
     /// A GPU's host index ([`crate::model::Gpu::index`]) where the matrix numbers it
     /// otherwise: a container's matrix numbers its GPUs as its nvidia-smi does
-    /// ([`crate::view::naming`]).
+    /// (`view::naming`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_index: Option<u32>,
 }
@@ -364,6 +367,7 @@ pub struct MatrixDevice {
 /// "numa_affinity"}`, rows and columns sorted by name.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "TopoMatrixJson")]
+#[non_exhaustive]
 pub struct TopoMatrix {
     /// `rdmatopo.topo/1`.
     pub schema: String,
@@ -387,7 +391,8 @@ impl TopoMatrix {
     /// Build the matrix over `gpus` (in the order given) and the RDMA devices named in
     /// `nics`: in the order they registered where the model holds every one's kernel
     /// index, as nvidia-smi numbers them, else in the order given
-    /// ([`nic_order`](super::nic_order)).
+    /// (`nic_order`).
+    #[doc(hidden)]
     pub fn build(topo: &Topology, gpus: &[PciAddr], nics: &[&str]) -> Self {
         let mut devices: Vec<MatrixDevice> = gpus
             .iter()

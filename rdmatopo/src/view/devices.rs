@@ -64,6 +64,7 @@ pub enum RankChoice {
 
 /// A node's plan and the rank of it that applies.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RankOutcome {
     /// The node's plan.
     pub plan: Plan,

@@ -23,6 +23,7 @@ use std::net::Ipv6Addr;
 
 /// The GID a RoCE port should use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GidChoice {
     /// RDMA device (`/sys/class/infiniband/<device>`).
     pub device: String,

@@ -44,6 +44,7 @@ pub struct PlanOptions {
 
 /// One local rank's share of the node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RankPlan {
     /// The local rank (`LOCAL_RANK`).
     pub local_rank: u32,
@@ -63,6 +64,7 @@ pub struct RankPlan {
 
 /// A device or port left out of `NCCL_IB_HCA`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Exclusion {
     /// RDMA device name, or `device:port` for one port of a multi-port device.
     pub device: String,
@@ -72,6 +74,7 @@ pub struct Exclusion {
 
 /// The plan for this node (`rdmatopo.nccl-env/1`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Plan {
     /// Variables to set, common to every local rank.
     pub env: BTreeMap<String, String>,
@@ -141,6 +144,7 @@ impl Plan {
     /// size; [`ViewError::Invalid`] when the environment is contradictory: a local rank
     /// that is not a number or not below the local world size, or a
     /// `CUDA_VISIBLE_DEVICES` that names GPUs by UUID when no UUID is known.
+    #[doc(hidden)]
     pub fn compute(topo: &Topology, opts: &PlanOptions) -> Result<Plan, ViewError> {
         let topo = canonical(topo);
         let env = if opts.env.is_empty() {

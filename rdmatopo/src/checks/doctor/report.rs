@@ -10,6 +10,7 @@ pub const SCHEMA: &str = "rdmatopo.doctor/1";
 
 /// A value read, and where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Evidence {
     /// Logical path (`/sys/bus/pci/devices/0000:18:00.0/numa_node`), or a named fact
     /// (`verbs: mlx5_0 port 1 active_mtu`) when it did not come from a file.
@@ -20,6 +21,7 @@ pub struct Evidence {
 
 /// One problem (or one check that could not run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Finding {
     /// Stable kebab-case id of the check (`numa-affinity`).
     pub check: String,
@@ -82,6 +84,7 @@ impl Finding {
 /// How one check ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Outcome {
     /// Ran and found nothing.
     Ok,
@@ -99,6 +102,7 @@ pub enum Outcome {
 
 /// The outcome of one check, with a short note on what it looked at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CheckResult {
     /// The check's id (`rdmatopo doctor --list` lists them).
     pub check: String,
@@ -110,6 +114,7 @@ pub struct CheckResult {
 
 /// The devices the checks looked at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Judged {
     /// The GPUs judged (a container's own, else every one), in PCI order.
     pub gpus: Vec<crate::parse::PciAddr>,
@@ -119,6 +124,7 @@ pub struct Judged {
 
 /// What `doctor` found (`rdmatopo.doctor/1`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Report {
     /// `rdmatopo.doctor/1`.
     pub schema: String,
