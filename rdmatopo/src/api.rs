@@ -250,7 +250,7 @@ impl Topology {
     /// ```
     /// let topo = rdmatopo::Discovery::root("../fixtures/h100-dgx/root.tar.gz").run()?;
     /// let gpu = topo.devices().pci_of("GPU3")?;
-    /// assert_eq!(gpu.to_string(), "0000:5d:00.0");
+    /// assert_eq!(gpu.to_string(), "0000:61:00.0");
     /// # Ok::<(), rdmatopo::Error>(())
     /// ```
     pub fn devices(&self) -> Devices<'_> {
@@ -264,7 +264,7 @@ impl Topology {
     /// ```
     /// let topo = rdmatopo::Discovery::root("../fixtures/h100-dgx/root.tar.gz").run()?;
     /// let m = topo.matrix();
-    /// assert_eq!(m.get("GPU0", "NIC0"), Some(rdmatopo::PathClass::Pix));
+    /// assert_eq!(m.get("GPU0", "GPU0"), Some(rdmatopo::PathClass::X));
     /// assert_eq!(m.get("GPU0", "GPU1"), Some(rdmatopo::PathClass::Nv(18)));
     /// # Ok::<(), rdmatopo::Error>(())
     /// ```
@@ -350,13 +350,16 @@ impl Topology {
         view::gid::unusable_reason(self, gid).map(|u| u.as_str())
     }
 
-    /// A Kubernetes object for this node, as JSON.
+    /// A Kubernetes object for this node, as JSON (`rdmatopo k8s …` writes the same
+    /// objects, as YAML by default).
     ///
     /// ```
     /// use rdmatopo::K8sObject;
     /// let topo = rdmatopo::Discovery::root("../fixtures/h100-dgx/root.tar.gz").run()?;
     /// let slices = topo.k8s(&K8sObject::ResourceSlices { node: "node-a".into() })?;
-    /// assert!(slices.is_array());
+    /// // A `List` of ResourceSlices: one per DRA driver.
+    /// assert_eq!(slices["kind"], "List");
+    /// assert_eq!(slices["items"][0]["kind"], "ResourceSlice");
     /// # Ok::<(), rdmatopo::Error>(())
     /// ```
     ///

@@ -19,7 +19,7 @@
 //! let devices = topo.devices();
 //! let gpu0 = devices.pci_of("GPU0")?;
 //! let (nics, class) = devices.nearest_nics(gpu0)?;
-//! assert_eq!(class, PathClass::Pix);
+//! assert_eq!(class, PathClass::Pxb); // two PCIe switch bridges between them
 //! println!("GPU0 -> {} ({class})", topo.rdma_devices[nics[0]].name);
 //! # Ok::<(), rdmatopo::Error>(())
 //! ```
