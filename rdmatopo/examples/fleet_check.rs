@@ -33,11 +33,12 @@ fn shape(topo: &Topology) -> Vec<String> {
     }
     for nic in &topo.rdma_devices {
         for p in &nic.ports {
-            let rate = p.rate.as_ref().map_or(0.0, |r| r.gbps);
-            out.push(format!(
-                "{}:{} {:?} {rate} Gb/s",
-                nic.name, p.number, p.state
-            ));
+            let state = p.state.map_or("state unknown".into(), |s| format!("{s:?}"));
+            let rate = p
+                .rate
+                .as_ref()
+                .map_or("rate unknown".into(), |r| format!("{} Gb/s", r.gbps));
+            out.push(format!("{}:{} {state}, {rate}", nic.name, p.number));
         }
     }
     out

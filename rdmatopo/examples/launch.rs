@@ -61,7 +61,8 @@ fn quote(s: &str) -> String {
     }
 }
 
-/// One rank's line: its variables, the node's, and `taskset` on its CPUs.
+/// One rank's line: its variables, the node's, and `taskset` on its CPUs; then the
+/// command, or the launch script's arguments (`"$@"`).
 fn line(
     rank: &RankPlan,
     world: usize,
@@ -77,7 +78,11 @@ fn line(
     if !rank.cpus.is_empty() {
         words.extend(["taskset".into(), "-c".into(), rank.cpus.to_string()]);
     }
-    words.extend(cmd.iter().map(|w| quote(w)));
+    match cmd {
+        // No command: the line runs the launch script's own arguments.
+        [] => words.push("\"$@\"".to_string()),
+        _ => words.extend(cmd.iter().map(|w| quote(w))),
+    }
     words.join(" ")
 }
 
@@ -99,11 +104,7 @@ fn run() -> Result<(), String> {
         .rank_plan(request, WhenNoRank::PlanTheNode)
         .map_err(|e| e.to_string())?;
     let plan = &outcome.plan;
-    let cmd = if args.command.is_empty() {
-        vec!["\"$@\"".to_string()]
-    } else {
-        args.command
-    };
+    let cmd = args.command;
     let world = args.nproc_per_node.map_or(plan.ranks.len(), |n| n as usize);
     let ranks: Vec<&RankPlan> = match &outcome.choice {
         RankChoice::Planned(rank) => vec![rank],
