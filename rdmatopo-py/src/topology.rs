@@ -203,6 +203,25 @@ impl Topology {
         Ok(class.to_string())
     }
 
+    /// The RDMA NICs nearest a GPU and their class (`"PIX"`, …): those of the best class
+    /// in the GPU's row of the matrix, in matrix order, as C's `rdmatopo_nearest_nics`
+    /// and Rust's `Devices::nearest_nics` answer.
+    ///
+    /// Raises `UnknownDeviceError` when `gpu` names no GPU, or no NIC has a PCI function.
+    fn nearest_nics<'py>(
+        &self,
+        py: Python<'py>,
+        gpu: DeviceRef,
+    ) -> PyResult<(Bound<'py, PyTuple>, String)> {
+        let addr = self.resolve(&gpu).map_err(Error::from)?;
+        let (nics, class) = self.devices().nearest_nics(addr).map_err(Error::from)?;
+        let nics = nics.into_iter().map(|i| {
+            let d = &self.topo.rdma_devices[i];
+            Nic(d.clone(), !self.topo.holds_rdma_details(&d.name))
+        });
+        Ok((PyTuple::new(py, nics)?, class.to_string()))
+    }
+
     /// The plan of one local rank: its GPU, the HCA ports NCCL will prefer, the RoCE
     /// GID index, the CPUs to bind to, and the NCCL variables the facts justify, each
     /// with its reason.

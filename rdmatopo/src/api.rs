@@ -430,3 +430,71 @@ pub fn audit(
     let report = checks::audit::audit(topo, &allocation, &Default::default());
     serde_json::to_value(&report).map_err(|e| Error::Analysis(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DGX: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/h100-dgx/root.tar.gz"
+    );
+
+    #[test]
+    fn sysfs_only_reads_no_source() {
+        let with = Discovery::root(DGX).view(View::All).run().unwrap();
+        let without = Discovery::root(DGX)
+            .view(View::All)
+            .sources(Sources::SysfsOnly)
+            .run()
+            .unwrap();
+        // The fixture carries the NVML facts its machine gave (its NVLinks).
+        assert!(with.nvml.is_some());
+        assert_eq!(with.matrix().get("GPU0", "GPU1"), Some(PathClass::Nv(18)));
+        assert_ne!(
+            without.matrix().get("GPU0", "GPU1"),
+            Some(PathClass::Nv(18))
+        );
+        assert!(without.nvml.is_none() && without.verbs.is_none());
+        assert_eq!(with.gpus.len(), without.gpus.len());
+        assert_eq!(with.rdma_devices.len(), without.rdma_devices.len());
+    }
+
+    #[test]
+    fn each_failure_is_its_kind() {
+        let missing = Discovery::root("/nonexistent/rdmatopo-root")
+            .run()
+            .unwrap_err();
+        assert!(
+            matches!(&missing, Error::Io { kind: std::io::ErrorKind::NotFound, path, .. } if path == "/nonexistent/rdmatopo-root"),
+            "{missing:?}"
+        );
+        assert_eq!(
+            missing.to_string(),
+            "/nonexistent/rdmatopo-root: no such directory"
+        );
+        let empty = tempfile::tempdir().unwrap();
+        let no_sysfs = Discovery::root(empty.path()).run().unwrap_err();
+        assert!(matches!(no_sysfs, Error::Discovery(ref m) if m.contains("no sysfs")));
+        assert!(matches!(
+            Topology::from_json("{}"),
+            Err(Error::Parse(m)) if m.starts_with("invalid model JSON")
+        ));
+        let topo = Discovery::root(DGX).run().unwrap();
+        let unknown = topo.devices().pci_of("GPU99").unwrap_err();
+        assert!(matches!(&unknown, Error::UnknownDevice { name, .. } if name == "GPU99"));
+        assert_eq!(unknown, Error::unknown_device("GPU99"));
+        assert!(matches!(
+            "0000:zz:00.0".parse::<PciAddr>(),
+            Err(Error::Parse(_))
+        ));
+        assert!(matches!(
+            topo.plan(&PlanOptions {
+                local_rank: Some(8),
+                local_world_size: Some(8),
+                ..Default::default()
+            }),
+            Err(Error::Argument(_))
+        ));
+    }
+}

@@ -24,6 +24,25 @@
 //! # Ok::<(), rdmatopo::Error>(())
 //! ```
 //!
+//! A launcher's question, the plan of one local rank (what `rdmatopo exec` applies):
+//!
+//! ```
+//! use rdmatopo::{Discovery, RankChoice, RankRequest, View, WhenNoRank};
+//!
+//! let topo = Discovery::root("../fixtures/h100-dgx/root.tar.gz").view(View::All).run()?;
+//! let request = RankRequest {
+//!     local_rank: Some(3),
+//!     local_world_size: Some(8),
+//!     ..RankRequest::default() // the environment discovery captured
+//! };
+//! let outcome = topo.devices().rank_plan(request, WhenNoRank::PlanTheNode)?;
+//! let RankChoice::Planned(rank) = outcome.choice else { panic!("rank 3 has a GPU") };
+//! assert_eq!(rank.gpu.to_string(), "0000:61:00.0");
+//! assert_eq!(rank.hcas, ["mlx5_5:1"]);
+//! println!("taskset -c {} ... with {:?}", rank.cpus, outcome.plan.env);
+//! # Ok::<(), rdmatopo::Error>(())
+//! ```
+//!
 //! What a tool asks, and where to find it:
 //!
 //! | Question | Answer |
