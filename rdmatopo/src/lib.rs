@@ -67,12 +67,12 @@
 //!
 //! This crate follows semantic versioning (README.md, "Stability"): in 0.x a minor
 //! release (0.2 -> 0.3) may break the Rust API, a patch release does not. Items marked
-//! `#[non_exhaustive]` may gain fields or variants in any release. Items hidden from
+//! `#[non_exhaustive]` may gain fields or variants in any minor release. Items hidden from
 //! this documentation are not part of the API.
 #![deny(missing_docs)]
-// Before the API was cut down every layer was public, and no lint judged what only the
-// command or the integration tests use; a build without `internals` (where those
-// tests reach the layers) is judged as then.
+// What only the command or the integration tests use of the layers is dead code to a
+// library build without them (the Python and C bindings'); as when every layer was
+// public, no lint judges it there. Builds with `internals` (the tests) are linted.
 #![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
 
 // The layers are the crate's own: only the API below is public. The `internals`
