@@ -211,8 +211,8 @@ pub fn json_schema_ids() -> impl Iterator<Item = &'static str> {
 #[non_exhaustive]
 pub enum K8sObject {
     /// The RDMA shared device plugin's `config.json` (k8s-rdma-shared-dev-plugin): one
-    /// resource per rail of NICs, default options (`rdmatopo k8s
-    /// rdma-shared-dev-plugin --config-json`).
+    /// pool per compute rail, each selecting its netdev by name, default options
+    /// (`rdmatopo k8s rdma-shared-dev-plugin --config-json`).
     RdmaSharedDevPluginConfig,
     /// The SR-IOV network device plugin's `config.json`: one pool per rail of VFs
     /// (`rdmatopo k8s sriov-device-plugin --config-json`).
