@@ -25,12 +25,12 @@
 #include <stdint.h>
 
 /* The version this header belongs to; rdmatopo_version() is the library's. */
-#define RDMATOPO_VERSION "0.1.0"
+#define RDMATOPO_VERSION "0.2.0"
 #define RDMATOPO_VERSION_MAJOR 0
-#define RDMATOPO_VERSION_MINOR 1
+#define RDMATOPO_VERSION_MINOR 2
 #define RDMATOPO_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
-#define RDMATOPO_VERSION_NUMBER 100
+#define RDMATOPO_VERSION_NUMBER 200
 
 
 /**
@@ -94,6 +94,40 @@ typedef enum rdmatopo_status {
 } rdmatopo_status;
 
 /**
+ * Which devices a topology holds in full.
+ */
+typedef enum rdmatopo_view {
+  /**
+   * Every device (a host, or RDMATOPO_VIEW_ALL asked for, or a container whose
+   * devices could not be told apart).
+   */
+  RDMATOPO_VIEW_ALL = 0,
+  /**
+   * A container's own devices, and in part the PFs of its VFs (their GIDs answer
+   * RDMATOPO_STATUS_OUTSIDE_VIEW); other containers' RDMA devices are only named:
+   * looking one up answers RDMATOPO_STATUS_OUTSIDE_VIEW.
+   */
+  RDMATOPO_VIEW_OWNED = 1,
+} rdmatopo_view;
+
+/**
+ * A port's logical state (`ports/<n>/state`); 0 to 5 are the numbers of
+ * `enum ibv_port_state`.
+ */
+typedef enum rdmatopo_port_state {
+  RDMATOPO_PORT_STATE_NOP = 0,
+  RDMATOPO_PORT_STATE_DOWN = 1,
+  RDMATOPO_PORT_STATE_INIT = 2,
+  RDMATOPO_PORT_STATE_ARMED = 3,
+  RDMATOPO_PORT_STATE_ACTIVE = 4,
+  RDMATOPO_PORT_STATE_ACTIVE_DEFER = 5,
+  /**
+   * A number the kernel did not define, or the file could not be read.
+   */
+  RDMATOPO_PORT_STATE_UNKNOWN = 6,
+} rdmatopo_port_state;
+
+/**
  * nvidia-smi `topo -m` classes, nearest first: a smaller value is a closer path.
  */
 typedef enum rdmatopo_path_class {
@@ -128,40 +162,6 @@ typedef enum rdmatopo_path_class {
 } rdmatopo_path_class;
 
 /**
- * A port's logical state (`ports/<n>/state`); 0 to 5 are the numbers of
- * `enum ibv_port_state`.
- */
-typedef enum rdmatopo_port_state {
-  RDMATOPO_PORT_STATE_NOP = 0,
-  RDMATOPO_PORT_STATE_DOWN = 1,
-  RDMATOPO_PORT_STATE_INIT = 2,
-  RDMATOPO_PORT_STATE_ARMED = 3,
-  RDMATOPO_PORT_STATE_ACTIVE = 4,
-  RDMATOPO_PORT_STATE_ACTIVE_DEFER = 5,
-  /**
-   * A number the kernel did not define, or the file could not be read.
-   */
-  RDMATOPO_PORT_STATE_UNKNOWN = 6,
-} rdmatopo_port_state;
-
-/**
- * Which devices a topology holds in full.
- */
-typedef enum rdmatopo_view {
-  /**
-   * Every device (a host, or RDMATOPO_VIEW_ALL asked for, or a container whose
-   * devices could not be told apart).
-   */
-  RDMATOPO_VIEW_ALL = 0,
-  /**
-   * A container's own devices, and in part the PFs of its VFs (their GIDs answer
-   * RDMATOPO_STATUS_OUTSIDE_VIEW); other containers' RDMA devices are only named:
-   * looking one up answers RDMATOPO_STATUS_OUTSIDE_VIEW.
-   */
-  RDMATOPO_VIEW_OWNED = 1,
-} rdmatopo_view;
-
-/**
  * The plan of one local rank. Immutable; free it with rdmatopo_rank_plan_free.
  */
 typedef struct rdmatopo_rank_plan rdmatopo_rank_plan;
@@ -171,62 +171,6 @@ typedef struct rdmatopo_rank_plan rdmatopo_rank_plan;
  * handle at once. Free it with `rdmatopo_topology_free`.
  */
 typedef struct rdmatopo_topology rdmatopo_topology;
-
-/**
- * A path between two devices.
- */
-typedef struct rdmatopo_path {
-  enum rdmatopo_path_class path_class;
-  /**
-   * Number of NVLinks for RDMATOPO_PATH_CLASS_NV, else 0.
-   */
-  uint32_t nvlinks;
-  /**
-   * The class as `nvidia-smi topo -m` prints it (`PIX`, `NV18`), NUL-terminated.
-   */
-  char name[16];
-} rdmatopo_path;
-
-/**
- * What rdmatopo_rank_plan_info reports. The strings belong to the plan.
- */
-typedef struct rdmatopo_rank_info {
-  uint32_t local_rank;
-  /**
-   * The rank's GPU, PCI address in sysfs form (`0000:18:00.0`).
-   */
-  const char *gpu_pci_address;
-  /**
-   * The value for NCCL_IB_HCA, in NCCL's exact-match form (`=mlx5_0:1,mlx5_3:1`):
-   * every usable compute-fabric port of the node. NULL when no HCA is usable.
-   */
-  const char *nccl_ib_hca;
-  /**
-   * The HCA ports NCCL will prefer for this rank's GPU, comma-separated
-   * (`mlx5_0:1`); "" when none.
-   */
-  const char *hcas;
-  /**
-   * The RoCE GID index of those ports when they agree, else -1 (also on InfiniBand).
-   */
-  int32_t gid_index;
-  /**
-   * The CPUs to bind to, as a Linux CPU list (`0-55,112-167`).
-   */
-  const char *cpus;
-  /**
-   * Number of CPUs in `cpus` (rdmatopo_rank_plan_cpu_ids lists them).
-   */
-  size_t cpu_count;
-  /**
-   * NUMA node of the GPU, -1 when unknown.
-   */
-  int32_t numa_node;
-  /**
-   * Number of environment variables the plan sets (rdmatopo_rank_plan_env).
-   */
-  size_t env_count;
-} rdmatopo_rank_info;
 
 /**
  * A GPU: an NVIDIA PCI function of VGA or 3D class.
@@ -316,165 +260,71 @@ typedef struct rdmatopo_port_info {
   size_t gid_count;
 } rdmatopo_port_info;
 
+/**
+ * A path between two devices.
+ */
+typedef struct rdmatopo_path {
+  enum rdmatopo_path_class path_class;
+  /**
+   * Number of NVLinks for RDMATOPO_PATH_CLASS_NV, else 0.
+   */
+  uint32_t nvlinks;
+  /**
+   * The class as `nvidia-smi topo -m` prints it (`PIX`, `NV18`), NUL-terminated.
+   */
+  char name[16];
+} rdmatopo_path;
+
+/**
+ * What rdmatopo_rank_plan_info reports. The strings belong to the plan.
+ */
+typedef struct rdmatopo_rank_info {
+  uint32_t local_rank;
+  /**
+   * The rank's GPU, PCI address in sysfs form (`0000:18:00.0`).
+   */
+  const char *gpu_pci_address;
+  /**
+   * The value for NCCL_IB_HCA, in NCCL's exact-match form (`=mlx5_0:1,mlx5_3:1`):
+   * every usable compute-fabric port of the node. NULL when no HCA is usable.
+   */
+  const char *nccl_ib_hca;
+  /**
+   * The HCA ports NCCL will prefer for this rank's GPU, comma-separated
+   * (`mlx5_0:1`); "" when none.
+   */
+  const char *hcas;
+  /**
+   * The RoCE GID index of those ports when they agree, else -1 (also on InfiniBand).
+   */
+  int32_t gid_index;
+  /**
+   * The CPUs to bind to, as a Linux CPU list (`0-55,112-167`).
+   */
+  const char *cpus;
+  /**
+   * Number of CPUs in `cpus` (rdmatopo_rank_plan_cpu_ids lists them).
+   */
+  size_t cpu_count;
+  /**
+   * NUMA node of the GPU, -1 when unknown.
+   */
+  int32_t numa_node;
+  /**
+   * Number of environment variables the plan sets (rdmatopo_rank_plan_env).
+   */
+  size_t env_count;
+} rdmatopo_rank_info;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 /**
- * The GID index NCCL should use on RoCE port `port` (counted from 1) of RDMA device
- * `device`, among the GIDs usable from this network namespace: RoCE v2 before v1,
- * IPv4-mapped before IPv6, never all-zero or link-local, only addresses of interfaces
- * visible here. Inside a pod this differs from the host's index.
- *
- * Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (port 0), RDMATOPO_STATUS_NOT_FOUND (no
- * such device or port), RDMATOPO_STATUS_NO_VALUE (an InfiniBand port, where NCCL
- * ignores GID indices, or a RoCE port with no usable GID; the message says which),
- * RDMATOPO_STATUS_OUTSIDE_VIEW (another container's device, in an owned view).
- *
- * # Safety
- * `topo` is a live handle; `device` a NUL-terminated string; `out` valid for a write.
+ * The library's version (`"0.2.0"`), the same as the RDMATOPO_VERSION macro of the
+ * header it was built with. The string is static; do not free it.
  */
-enum rdmatopo_status rdmatopo_gid_index(const struct rdmatopo_topology *topo,
-                                        const char *device,
-                                        uint32_t port,
-                                        uint32_t *out);
-
-/**
- * The message of the most recent failed rdmatopo call on the calling thread, or ""
- * when none has failed. Successful calls leave it as it was. The pointer stays valid
- * until the next failed call on this thread; do not free it.
- */
-const char *rdmatopo_last_error_message(void);
-
-/**
- * The RDMA devices nearest the GPU at `gpu_bus_id` by PCIe path class (PIX before
- * PXB before PHB, NODE, SYS), all those that tie, as NIC indices in NIC order. Port
- * state is not considered here (see rdmatopo_topology_nic_port); the rank plan is
- * NCCL's full choice.
- *
- * `nic_indices` has room for `capacity` entries (it may be NULL when `capacity` is
- * 0). On success `*count` receives the number written and `*path` (may be NULL) the
- * class they share. With RDMATOPO_STATUS_BUFFER_TOO_SMALL only `*count` is written:
- * the capacity needed. Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (not a bus id),
- * RDMATOPO_STATUS_NOT_FOUND (no GPU there, or no PCI RDMA device at all).
- *
- * # Safety
- * `topo` is a live handle; `gpu_bus_id` a NUL-terminated string; `nic_indices` NULL
- * or valid for `capacity` writes; `count` valid for a write; `path` NULL or valid.
- */
-enum rdmatopo_status rdmatopo_nearest_nics(const struct rdmatopo_topology *topo,
-                                           const char *gpu_bus_id,
-                                           size_t *nic_indices,
-                                           size_t capacity,
-                                           size_t *count,
-                                           struct rdmatopo_path *path);
-
-/**
- * The path class between the devices at `bus_id_a` and `bus_id_b` (any PCI
- * functions; sysfs `0000:3b:00.0` or NVML `00000000:3B:00.0` form), as
- * `nvidia-smi topo -m` would print it, into `*out`.
- * Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (not a bus id), RDMATOPO_STATUS_NOT_FOUND
- * (no PCI function there).
- *
- * # Safety
- * `topo` is a live handle; the bus ids NUL-terminated strings; `out` valid for a write.
- */
-enum rdmatopo_status rdmatopo_path_type(const struct rdmatopo_topology *topo,
-                                        const char *bus_id_a,
-                                        const char *bus_id_b,
-                                        struct rdmatopo_path *out);
-
-/**
- * Plan local rank `local_rank` of `local_world_size` on this node: the ranks map to
- * GPUs in CUDA order (PCI bus order, narrowed by CUDA_VISIBLE_DEVICES), each GPU gets
- * the HCA ports NCCL prefers for it, and the CPUs of its NUMA node are split among
- * the ranks that share it.
- *
- * `local_rank` -1 takes it from LOCAL_RANK (or OMPI_COMM_WORLD_LOCAL_RANK,
- * SLURM_LOCALID, MPI_LOCALRANKID, PMI_LOCAL_RANK); `local_world_size` -1 from
- * LOCAL_WORLD_SIZE and the like, else one rank per visible GPU. `envp` (may be NULL)
- * is a NULL-terminated array of `NAME=VALUE` strings to read those and
- * CUDA_VISIBLE_DEVICES from; NULL (or an empty array) means the environment that
- * discovery captured (`/proc/self/environ` under the root, so for this machine the
- * process's environment at start-up).
- *
- * On success `*out` receives a new plan; free it with rdmatopo_rank_plan_free.
- * Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (a rank below -1 or not below the world
- * size, no rank given or found, a malformed envp entry or CUDA_VISIBLE_DEVICES),
- * RDMATOPO_STATUS_NOT_FOUND (no GPU for the rank).
- *
- * # Safety
- * `topo` is a live handle; `envp` NULL or a NULL-terminated array of NUL-terminated
- * strings; `out` valid for a pointer write.
- */
-enum rdmatopo_status rdmatopo_rank_plan_compute(const struct rdmatopo_topology *topo,
-                                                int64_t local_rank,
-                                                int64_t local_world_size,
-                                                const char *const *envp,
-                                                struct rdmatopo_rank_plan **out);
-
-/**
- * The CPUs to bind to, ascending, into `cpus` (room for `capacity`; may be NULL when
- * `capacity` is 0), ready for CPU_SET. `*count` receives how many there are, also
- * with RDMATOPO_STATUS_BUFFER_TOO_SMALL (then `cpus` is untouched).
- *
- * # Safety
- * `plan` is a live plan; `cpus` NULL or valid for `capacity` writes; `count` valid.
- */
-enum rdmatopo_status rdmatopo_rank_plan_cpu_ids(const struct rdmatopo_rank_plan *plan,
-                                                uint32_t *cpus,
-                                                size_t capacity,
-                                                size_t *count);
-
-/**
- * Environment variable `index` (0 to env_count - 1, in name order) that the plan
- * sets: `*name` (`NCCL_IB_HCA`) and `*value`. Both strings belong to the plan.
- * Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
- *
- * # Safety
- * `plan` is a live plan; `name` and `value` valid for writes.
- */
-enum rdmatopo_status rdmatopo_rank_plan_env(const struct rdmatopo_rank_plan *plan,
-                                            size_t index,
-                                            const char **name,
-                                            const char **value);
-
-/**
- * Free a plan and its strings. NULL is ignored.
- *
- * # Safety
- * `plan` is NULL or a plan from rdmatopo_rank_plan_compute not yet freed.
- */
-void rdmatopo_rank_plan_free(struct rdmatopo_rank_plan *plan);
-
-/**
- * The plan's facts, into `*out`; its strings live until rdmatopo_rank_plan_free.
- *
- * # Safety
- * `plan` is a live plan; `out` valid for a write.
- */
-enum rdmatopo_status rdmatopo_rank_plan_info(const struct rdmatopo_rank_plan *plan,
-                                             struct rdmatopo_rank_info *out);
-
-/**
- * The plan as an `rdmatopo.nccl-env/1` JSON document (this rank only, with the
- * reasons, exclusions and notes), NUL-terminated, into `buf` of `buf_len` bytes.
- * `*required` (may be NULL) as for rdmatopo_topology_to_json.
- *
- * # Safety
- * `plan` is a live plan; `buf` NULL or valid for `buf_len` bytes; `required` NULL or
- * valid for a write.
- */
-enum rdmatopo_status rdmatopo_rank_plan_to_json(const struct rdmatopo_rank_plan *plan,
-                                                char *buf,
-                                                size_t buf_len,
-                                                size_t *required);
-
-/**
- * The name of a status code (`"RDMATOPO_STATUS_NOT_FOUND"`), or
- * `"RDMATOPO_STATUS_UNKNOWN"` for a number that is not one. The string is static.
- */
-const char *rdmatopo_status_name(int status);
+const char *rdmatopo_version(void);
 
 /**
  * Read the topology of `root`: a directory holding `sys/`, `proc/` and `dev/` (a
@@ -506,38 +356,12 @@ enum rdmatopo_status rdmatopo_topology_discover_view(const char *root,
                                                      struct rdmatopo_topology **out);
 
 /**
- * The index of the GPU at `bus_id` (sysfs `0000:3b:00.0` or NVML `00000000:3B:00.0`
- * form), into `*out`. Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (not a bus id),
- * RDMATOPO_STATUS_NOT_FOUND (no GPU there).
+ * The view `topo` holds (RDMATOPO_VIEW_ALL for a NULL handle).
  *
  * # Safety
- * `topo` is a live handle; `bus_id` a NUL-terminated string; `out` valid for a write.
+ * `topo` is NULL or a live handle.
  */
-enum rdmatopo_status rdmatopo_topology_find_gpu(const struct rdmatopo_topology *topo,
-                                                const char *bus_id,
-                                                size_t *out);
-
-/**
- * The index of the RDMA device named `name_or_bus_id` (`mlx5_0`), or whose PCI
- * function is at that bus id, into `*out`. Errors: RDMATOPO_STATUS_NOT_FOUND;
- * RDMATOPO_STATUS_OUTSIDE_VIEW for another container's device in an owned view.
- *
- * # Safety
- * `topo` is a live handle; `name_or_bus_id` a NUL-terminated string; `out` valid
- * for a write.
- */
-enum rdmatopo_status rdmatopo_topology_find_nic(const struct rdmatopo_topology *topo,
-                                                const char *name_or_bus_id,
-                                                size_t *out);
-
-/**
- * Free a topology and every string it handed out. NULL is ignored.
- *
- * # Safety
- * `topo` is NULL or a handle from this library that has not been freed; no other
- * thread may be using it.
- */
-void rdmatopo_topology_free(struct rdmatopo_topology *topo);
+enum rdmatopo_view rdmatopo_topology_view(const struct rdmatopo_topology *topo);
 
 /**
  * Load a topology from its JSON (what `rdmatopo inventory --format json` or
@@ -553,6 +377,48 @@ void rdmatopo_topology_free(struct rdmatopo_topology *topo);
 enum rdmatopo_status rdmatopo_topology_from_json(const char *json, struct rdmatopo_topology **out);
 
 /**
+ * Write the topology's JSON, the same text `rdmatopo inventory --format json` prints,
+ * NUL-terminated, into `buf` of `buf_len` bytes.
+ *
+ * `*required` (may be NULL) receives the size needed, NUL included, both on success
+ * and with RDMATOPO_STATUS_BUFFER_TOO_SMALL (then `buf` is left untouched). Pass
+ * `buf` NULL and `buf_len` 0 to learn the size.
+ *
+ * # Safety
+ * `topo` is a live handle; `buf` is NULL or valid for `buf_len` bytes; `required` is
+ * NULL or valid for a write.
+ */
+enum rdmatopo_status rdmatopo_topology_to_json(const struct rdmatopo_topology *topo,
+                                               char *buf,
+                                               size_t buf_len,
+                                               size_t *required);
+
+/**
+ * Free a topology and every string it handed out. NULL is ignored.
+ *
+ * # Safety
+ * `topo` is NULL or a handle from this library that has not been freed; no other
+ * thread may be using it.
+ */
+void rdmatopo_topology_free(struct rdmatopo_topology *topo);
+
+/**
+ * Number of GPUs, into `*out`.
+ *
+ * # Safety
+ * `topo` is a live handle; `out` is valid for a write.
+ */
+enum rdmatopo_status rdmatopo_topology_gpu_count(const struct rdmatopo_topology *topo, size_t *out);
+
+/**
+ * Number of RDMA devices (PCI-backed and software ones), into `*out`.
+ *
+ * # Safety
+ * `topo` is a live handle; `out` is valid for a write.
+ */
+enum rdmatopo_status rdmatopo_topology_nic_count(const struct rdmatopo_topology *topo, size_t *out);
+
+/**
  * The GPU at `index` (0 to count - 1, PCI bus order), into `*out`.
  * Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
  *
@@ -562,14 +428,6 @@ enum rdmatopo_status rdmatopo_topology_from_json(const char *json, struct rdmato
 enum rdmatopo_status rdmatopo_topology_gpu(const struct rdmatopo_topology *topo,
                                            size_t index,
                                            struct rdmatopo_gpu_info *out);
-
-/**
- * Number of GPUs, into `*out`.
- *
- * # Safety
- * `topo` is a live handle; `out` is valid for a write.
- */
-enum rdmatopo_status rdmatopo_topology_gpu_count(const struct rdmatopo_topology *topo, size_t *out);
 
 /**
  * What every answer calls the GPU at `index` (0 to count - 1, the host's PCI bus
@@ -599,14 +457,6 @@ enum rdmatopo_status rdmatopo_topology_nic(const struct rdmatopo_topology *topo,
                                            struct rdmatopo_nic_info *out);
 
 /**
- * Number of RDMA devices (PCI-backed and software ones), into `*out`.
- *
- * # Safety
- * `topo` is a live handle; `out` is valid for a write.
- */
-enum rdmatopo_status rdmatopo_topology_nic_count(const struct rdmatopo_topology *topo, size_t *out);
-
-/**
  * Port `port_index` (0 to port_count - 1; not the port number) of the RDMA device
  * at `nic_index`, into `*out`. Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE,
  * RDMATOPO_STATUS_OUTSIDE_VIEW (another container's device, in an owned view).
@@ -620,35 +470,185 @@ enum rdmatopo_status rdmatopo_topology_nic_port(const struct rdmatopo_topology *
                                                 struct rdmatopo_port_info *out);
 
 /**
- * Write the topology's JSON, the same text `rdmatopo inventory --format json` prints,
- * NUL-terminated, into `buf` of `buf_len` bytes.
- *
- * `*required` (may be NULL) receives the size needed, NUL included, both on success
- * and with RDMATOPO_STATUS_BUFFER_TOO_SMALL (then `buf` is left untouched). Pass
- * `buf` NULL and `buf_len` 0 to learn the size.
+ * The index of the GPU at `bus_id` (sysfs `0000:3b:00.0` or NVML `00000000:3B:00.0`
+ * form), into `*out`. Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (not a bus id),
+ * RDMATOPO_STATUS_NOT_FOUND (no GPU there).
  *
  * # Safety
- * `topo` is a live handle; `buf` is NULL or valid for `buf_len` bytes; `required` is
- * NULL or valid for a write.
+ * `topo` is a live handle; `bus_id` a NUL-terminated string; `out` valid for a write.
  */
-enum rdmatopo_status rdmatopo_topology_to_json(const struct rdmatopo_topology *topo,
-                                               char *buf,
-                                               size_t buf_len,
-                                               size_t *required);
+enum rdmatopo_status rdmatopo_topology_find_gpu(const struct rdmatopo_topology *topo,
+                                                const char *bus_id,
+                                                size_t *out);
 
 /**
- * The view `topo` holds (RDMATOPO_VIEW_ALL for a NULL handle).
+ * The index of the RDMA device named `name_or_bus_id` (`mlx5_0`), or whose PCI
+ * function is at that bus id, into `*out`. Errors: RDMATOPO_STATUS_NOT_FOUND;
+ * RDMATOPO_STATUS_OUTSIDE_VIEW for another container's device in an owned view.
  *
  * # Safety
- * `topo` is NULL or a live handle.
+ * `topo` is a live handle; `name_or_bus_id` a NUL-terminated string; `out` valid
+ * for a write.
  */
-enum rdmatopo_view rdmatopo_topology_view(const struct rdmatopo_topology *topo);
+enum rdmatopo_status rdmatopo_topology_find_nic(const struct rdmatopo_topology *topo,
+                                                const char *name_or_bus_id,
+                                                size_t *out);
 
 /**
- * The library's version (`"0.1.0"`), the same as the RDMATOPO_VERSION macro of the
- * header it was built with. The string is static; do not free it.
+ * The path class between the devices at `bus_id_a` and `bus_id_b` (any PCI
+ * functions; sysfs `0000:3b:00.0` or NVML `00000000:3B:00.0` form), as
+ * `nvidia-smi topo -m` would print it, into `*out`.
+ * Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (not a bus id), RDMATOPO_STATUS_NOT_FOUND
+ * (no PCI function there).
+ *
+ * # Safety
+ * `topo` is a live handle; the bus ids NUL-terminated strings; `out` valid for a write.
  */
-const char *rdmatopo_version(void);
+enum rdmatopo_status rdmatopo_path_type(const struct rdmatopo_topology *topo,
+                                        const char *bus_id_a,
+                                        const char *bus_id_b,
+                                        struct rdmatopo_path *out);
+
+/**
+ * The RDMA devices nearest the GPU at `gpu_bus_id` by PCIe path class (PIX before
+ * PXB before PHB, NODE, SYS), all those that tie, as NIC indices in NIC order. Port
+ * state is not considered here (see rdmatopo_topology_nic_port); the rank plan is
+ * NCCL's full choice.
+ *
+ * `nic_indices` has room for `capacity` entries (it may be NULL when `capacity` is
+ * 0). On success `*count` receives the number written and `*path` (may be NULL) the
+ * class they share. With RDMATOPO_STATUS_BUFFER_TOO_SMALL only `*count` is written:
+ * the capacity needed. Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (not a bus id),
+ * RDMATOPO_STATUS_NOT_FOUND (no GPU there, or no PCI RDMA device at all).
+ *
+ * # Safety
+ * `topo` is a live handle; `gpu_bus_id` a NUL-terminated string; `nic_indices` NULL
+ * or valid for `capacity` writes; `count` valid for a write; `path` NULL or valid.
+ */
+enum rdmatopo_status rdmatopo_nearest_nics(const struct rdmatopo_topology *topo,
+                                           const char *gpu_bus_id,
+                                           size_t *nic_indices,
+                                           size_t capacity,
+                                           size_t *count,
+                                           struct rdmatopo_path *path);
+
+/**
+ * The GID index NCCL should use on RoCE port `port` (counted from 1) of RDMA device
+ * `device`, among the GIDs usable from this network namespace: RoCE v2 before v1,
+ * IPv4-mapped before IPv6, never all-zero or link-local, only addresses of interfaces
+ * visible here. Inside a pod this differs from the host's index.
+ *
+ * Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (port 0), RDMATOPO_STATUS_NOT_FOUND (no
+ * such device or port), RDMATOPO_STATUS_NO_VALUE (an InfiniBand port, where NCCL
+ * ignores GID indices, or a RoCE port with no usable GID; the message says which),
+ * RDMATOPO_STATUS_OUTSIDE_VIEW (another container's device, in an owned view).
+ *
+ * # Safety
+ * `topo` is a live handle; `device` a NUL-terminated string; `out` valid for a write.
+ */
+enum rdmatopo_status rdmatopo_gid_index(const struct rdmatopo_topology *topo,
+                                        const char *device,
+                                        uint32_t port,
+                                        uint32_t *out);
+
+/**
+ * Plan local rank `local_rank` of `local_world_size` on this node: the ranks map to
+ * GPUs in CUDA order (PCI bus order, narrowed by CUDA_VISIBLE_DEVICES), each GPU gets
+ * the HCA ports NCCL prefers for it, and the CPUs of its NUMA node are split among
+ * the ranks that share it.
+ *
+ * `local_rank` -1 takes it from LOCAL_RANK (or OMPI_COMM_WORLD_LOCAL_RANK,
+ * SLURM_LOCALID, MPI_LOCALRANKID, PMI_LOCAL_RANK); `local_world_size` -1 from
+ * LOCAL_WORLD_SIZE and the like, else one rank per visible GPU. `envp` (may be NULL)
+ * is a NULL-terminated array of `NAME=VALUE` strings to read those and
+ * CUDA_VISIBLE_DEVICES from; NULL (or an empty array) means the environment that
+ * discovery captured (`/proc/self/environ` under the root, so for this machine the
+ * process's environment at start-up).
+ *
+ * On success `*out` receives a new plan; free it with rdmatopo_rank_plan_free.
+ * Errors: RDMATOPO_STATUS_INVALID_ARGUMENT (a rank below -1 or not below the world
+ * size, no rank given or found, a malformed envp entry or CUDA_VISIBLE_DEVICES),
+ * RDMATOPO_STATUS_NOT_FOUND (no GPU for the rank).
+ *
+ * # Safety
+ * `topo` is a live handle; `envp` NULL or a NULL-terminated array of NUL-terminated
+ * strings; `out` valid for a pointer write.
+ */
+enum rdmatopo_status rdmatopo_rank_plan_compute(const struct rdmatopo_topology *topo,
+                                                int64_t local_rank,
+                                                int64_t local_world_size,
+                                                const char *const *envp,
+                                                struct rdmatopo_rank_plan **out);
+
+/**
+ * The plan's facts, into `*out`; its strings live until rdmatopo_rank_plan_free.
+ *
+ * # Safety
+ * `plan` is a live plan; `out` valid for a write.
+ */
+enum rdmatopo_status rdmatopo_rank_plan_info(const struct rdmatopo_rank_plan *plan,
+                                             struct rdmatopo_rank_info *out);
+
+/**
+ * The CPUs to bind to, ascending, into `cpus` (room for `capacity`; may be NULL when
+ * `capacity` is 0), ready for CPU_SET. `*count` receives how many there are, also
+ * with RDMATOPO_STATUS_BUFFER_TOO_SMALL (then `cpus` is untouched).
+ *
+ * # Safety
+ * `plan` is a live plan; `cpus` NULL or valid for `capacity` writes; `count` valid.
+ */
+enum rdmatopo_status rdmatopo_rank_plan_cpu_ids(const struct rdmatopo_rank_plan *plan,
+                                                uint32_t *cpus,
+                                                size_t capacity,
+                                                size_t *count);
+
+/**
+ * Environment variable `index` (0 to env_count - 1, in name order) that the plan
+ * sets: `*name` (`NCCL_IB_HCA`) and `*value`. Both strings belong to the plan.
+ * Errors: RDMATOPO_STATUS_INDEX_OUT_OF_RANGE.
+ *
+ * # Safety
+ * `plan` is a live plan; `name` and `value` valid for writes.
+ */
+enum rdmatopo_status rdmatopo_rank_plan_env(const struct rdmatopo_rank_plan *plan,
+                                            size_t index,
+                                            const char **name,
+                                            const char **value);
+
+/**
+ * The plan as an `rdmatopo.nccl-env/1` JSON document (this rank only, with the
+ * reasons, exclusions and notes), NUL-terminated, into `buf` of `buf_len` bytes.
+ * `*required` (may be NULL) as for rdmatopo_topology_to_json.
+ *
+ * # Safety
+ * `plan` is a live plan; `buf` NULL or valid for `buf_len` bytes; `required` NULL or
+ * valid for a write.
+ */
+enum rdmatopo_status rdmatopo_rank_plan_to_json(const struct rdmatopo_rank_plan *plan,
+                                                char *buf,
+                                                size_t buf_len,
+                                                size_t *required);
+
+/**
+ * Free a plan and its strings. NULL is ignored.
+ *
+ * # Safety
+ * `plan` is NULL or a plan from rdmatopo_rank_plan_compute not yet freed.
+ */
+void rdmatopo_rank_plan_free(struct rdmatopo_rank_plan *plan);
+
+/**
+ * The message of the most recent failed rdmatopo call on the calling thread, or ""
+ * when none has failed. Successful calls leave it as it was. The pointer stays valid
+ * until the next failed call on this thread; do not free it.
+ */
+const char *rdmatopo_last_error_message(void);
+
+/**
+ * The name of a status code (`"RDMATOPO_STATUS_NOT_FOUND"`), or
+ * `"RDMATOPO_STATUS_UNKNOWN"` for a number that is not one. The string is static.
+ */
+const char *rdmatopo_status_name(int status);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -5,8 +5,8 @@
 # oci-archive that skopeo copies to a registry:
 #
 #   scripts/build-image.sh
-#   skopeo copy oci-archive:target/image/rdmatopo-0.1.0.oci.tar \
-#     docker://ghcr.io/OWNER/rdmatopo:0.1.0
+#   skopeo copy oci-archive:target/image/rdmatopo-0.2.0.oci.tar \
+#     docker://ghcr.io/OWNER/rdmatopo:0.2.0
 #
 # The image: /usr/local/bin/rdmatopo (static, musl) and beside it rdmatopo-nvml, the
 # NVML helper, linked with glibc like the driver's libnvidia-ml.so it loads, so the

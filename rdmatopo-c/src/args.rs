@@ -2,7 +2,7 @@
 //! last error message says which pointer was NULL or which string was bad.
 
 use crate::error::{FfiError, rdmatopo_status};
-use rdmatopo::parse::PciAddr;
+use rdmatopo::PciAddr;
 use std::ffi::{CStr, c_char};
 
 /// A required input pointer as a reference.

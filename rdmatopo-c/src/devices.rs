@@ -4,8 +4,7 @@
 use crate::args::{arg_bus_id, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::parse::{LinkLayer, PortState};
-use rdmatopo::view::Devices;
+use rdmatopo::{Devices, LinkLayer, PortState};
 use std::ffi::{CStr, c_char};
 use std::ptr;
 

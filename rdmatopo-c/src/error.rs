@@ -1,7 +1,6 @@
 //! Status codes, the thread-local last error message, and the panic boundary. Every
 //! rdmatopo error becomes a status here and nowhere else ([`FfiError::from`]).
 
-use rdmatopo::view::ViewError;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -101,20 +100,15 @@ impl FfiError {
     }
 }
 
-impl From<ViewError> for FfiError {
-    fn from(e: ViewError) -> Self {
-        rdmatopo::Error::from(e).into()
-    }
-}
-
 impl From<rdmatopo::Error> for FfiError {
     fn from(e: rdmatopo::Error) -> Self {
+        use rdmatopo::Error as E;
         let status = match &e {
-            rdmatopo::Error::Discover(_) | rdmatopo::Error::Io { .. } => rdmatopo_status::Io,
-            rdmatopo::Error::Json(_) => rdmatopo_status::Parse,
-            rdmatopo::Error::View(ViewError::UnknownDevice(_)) => rdmatopo_status::NotFound,
-            rdmatopo::Error::View(ViewError::OutsideView(_)) => rdmatopo_status::OutsideView,
-            rdmatopo::Error::View(_) => rdmatopo_status::InvalidArgument,
+            E::Io { .. } | E::Discovery(_) => rdmatopo_status::Io,
+            E::Parse(_) => rdmatopo_status::Parse,
+            E::UnknownDevice { .. } => rdmatopo_status::NotFound,
+            E::OutsideView { .. } => rdmatopo_status::OutsideView,
+            E::Argument(_) | E::Analysis(_) => rdmatopo_status::InvalidArgument,
             _ => rdmatopo_status::Internal,
         };
         Self::new(status, e.to_string())

@@ -1,10 +1,9 @@
 //! The RoCE GID index of a port, as NCCL's automatic choice would be from this
-//! network namespace (`rdmatopo::view::gid`).
+//! network namespace (`rdmatopo::Topology::choose_gid`).
 
 use crate::args::{arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::view::gid::{choose_gid, is_roce, unusable_reason};
 use std::ffi::c_char;
 
 impl rdmatopo_topology {
@@ -18,10 +17,10 @@ impl rdmatopo_topology {
             .iter()
             .find(|p| p.number == port)
             .ok_or_else(|| FfiError::not_found(format!("{device} has no port {port}")))?;
-        if let Some(choice) = choose_gid(topo, device, port) {
+        if let Some(choice) = topo.choose_gid(device, port) {
             return Ok(choice.index);
         }
-        let why = if !is_roce(p) {
+        let why = if !p.is_roce() {
             "it is an InfiniBand port: NCCL uses GID index 0 there and ignores NCCL_IB_GID_INDEX"
                 .to_string()
         } else if p.gids.is_empty() {
@@ -30,7 +29,10 @@ impl rdmatopo_topology {
             let each: Vec<String> = p
                 .gids
                 .iter()
-                .filter_map(|g| unusable_reason(topo, g).map(|r| format!("{}: {r}", g.index)))
+                .filter_map(|g| {
+                    topo.gid_unusable_reason(g)
+                        .map(|r| format!("{}: {r}", g.index))
+                })
                 .collect();
             format!("no GID is usable from here ({})", each.join("; "))
         };

@@ -15,13 +15,24 @@
 // ever sees them behind pointers.
 #![allow(non_camel_case_types)]
 
-pub mod args;
-pub mod devices;
-pub mod error;
-pub mod gid;
-pub mod path;
-pub mod rank_plan;
+// In the header's order (cbindgen keeps the order it reads them, `sort_by = "None"`):
+// the functions grouped by concept, as the Rust API and Python group them. A
+// topology: discovered, read back from JSON, written, freed; its devices; the path
+// class between two and the nearest NICs; a port's GID; a rank's plan; then errors
+// and the version.
 pub mod topology;
+
+pub mod devices;
+
+pub mod path;
+
+pub mod gid;
+
+pub mod rank_plan;
+
+pub mod error;
+
+pub mod args;
 
 #[cfg(test)]
 mod tests_fixtures;
@@ -37,7 +48,7 @@ use std::ffi::c_char;
 /// Cargo's version of this library, NUL-terminated for C.
 const VERSION_C: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
 
-/// The library's version (`"0.1.0"`), the same as the RDMATOPO_VERSION macro of the
+/// The library's version (`"0.2.0"`), the same as the RDMATOPO_VERSION macro of the
 /// header it was built with. The string is static; do not free it.
 #[unsafe(no_mangle)]
 pub extern "C" fn rdmatopo_version() -> *const c_char {

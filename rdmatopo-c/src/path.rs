@@ -3,7 +3,7 @@
 use crate::args::{arg_bus_id, arg_out, arg_out_opt, arg_ref};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::view::PathClass;
+use rdmatopo::PathClass;
 use std::ffi::c_char;
 
 /// nvidia-smi `topo -m` classes, nearest first: a smaller value is a closer path.

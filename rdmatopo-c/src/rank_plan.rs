@@ -1,12 +1,10 @@
-//! One local rank's plan (`rdmatopo::view::plan`): its GPU, the NCCL_IB_HCA value
+//! One local rank's plan (`rdmatopo::Plan`): its GPU, the NCCL_IB_HCA value
 //! and the other NCCL variables, its HCA ports, GID index and CPUs.
 
 use crate::args::{OutBuf, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
 use crate::topology::rdmatopo_topology;
-use rdmatopo::model::LOCAL_RANK_VARS;
-use rdmatopo::view::plan::{Plan, RankPlan};
-use rdmatopo::view::{RankChoice, RankOutcome, RankRequest, WhenNoRank};
+use rdmatopo::{LOCAL_RANK_VARS, Plan, RankChoice, RankOutcome, RankPlan, RankRequest, WhenNoRank};
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
 use std::ptr;
@@ -115,7 +113,7 @@ impl rdmatopo_rank_plan {
             local_world_size,
             env,
         };
-        let RankOutcome { plan, choice } =
+        let RankOutcome { plan, choice, .. } =
             topo.devices().rank_plan(request, WhenNoRank::PlanTheNode)?;
         let rank = match choice {
             RankChoice::Planned(rank) => rank,

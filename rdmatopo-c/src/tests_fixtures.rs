@@ -3,7 +3,7 @@
 
 use crate::error::rdmatopo_status;
 use crate::topology::{rdmatopo_topology, rdmatopo_topology_from_json};
-use rdmatopo::view::TopoMatrix;
+use rdmatopo::TopoMatrix;
 use std::path::PathBuf;
 
 fn fixtures_dir() -> PathBuf {
@@ -32,7 +32,13 @@ fn fixtures() -> Vec<PathBuf> {
 }
 
 fn handle(root: &std::path::Path) -> rdmatopo_topology {
-    rdmatopo_topology::new(rdmatopo::discover(Some(root)).unwrap()).unwrap()
+    rdmatopo_topology::new(
+        rdmatopo::Discovery::root(root)
+            .view(rdmatopo::View::All)
+            .run()
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -116,7 +122,10 @@ fn json_round_trips_to_the_same_json() {
 #[test]
 fn a_nul_in_a_model_string_is_a_parse_error_not_a_truncation() {
     let root = fixtures_dir().join("h100-dgx/root.tar.gz");
-    let mut topo = rdmatopo::discover(Some(&root)).unwrap();
+    let mut topo = rdmatopo::Discovery::root(&root)
+        .view(rdmatopo::View::All)
+        .run()
+        .unwrap();
     let d = topo
         .rdma_devices
         .first_mut()

@@ -2,8 +2,8 @@
 
 use crate::args::{OutBuf, arg_out, arg_ref, arg_str};
 use crate::error::{FfiError, ffi_call, rdmatopo_status};
+use rdmatopo::GpuNames;
 use rdmatopo::Topology;
-use rdmatopo::view::GpuNames;
 use std::ffi::{CStr, CString, OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -30,7 +30,7 @@ pub(crate) struct GpuStrings {
     pub nvml_bus_id: CString,
     pub uuid: Option<CString>,
     pub name: Option<CString>,
-    /// Its name in this view and the index in it (`rdmatopo::view::GpuNames`).
+    /// Its name in this view and the index in it (`rdmatopo::GpuNames`).
     pub view_name: CString,
     pub view_index: Option<u32>,
 }
@@ -105,7 +105,7 @@ impl rdmatopo_topology {
     /// the model's fields with the container view beside them (as `cli/inventory.rs`
     /// composes it; `make -C rdmatopo-c json-check` compares the two on every fixture).
     pub fn json(&self) -> Result<String, FfiError> {
-        Ok(rdmatopo::inventory_json(&self.topo))
+        Ok(self.topo.inventory_json())
     }
 }
 
@@ -214,7 +214,11 @@ unsafe fn discover_view(
             rdmatopo_view::All => rdmatopo::View::All,
             rdmatopo_view::Owned => rdmatopo::View::Owned,
         };
-        let topo = rdmatopo::discover_in(root, view)?;
+        let discovery = match root {
+            Some(root) => rdmatopo::Discovery::root(root),
+            None => rdmatopo::Discovery::live(),
+        };
+        let topo = discovery.view(view).run()?;
         let handle = Box::new(rdmatopo_topology::new(topo)?);
         // SAFETY: checked non-NULL; writable as the caller promises.
         unsafe { out.write(Box::into_raw(handle)) };
@@ -240,7 +244,7 @@ pub unsafe extern "C" fn rdmatopo_topology_from_json(
         let out = arg_out(out, "out")?;
         // SAFETY: the caller's promise.
         let text = unsafe { arg_str(json, "json") }?;
-        let topo = Topology::from_json(text).map_err(rdmatopo::Error::from)?;
+        let topo = Topology::from_json(text)?;
         let handle = Box::new(rdmatopo_topology::new(topo)?);
         // SAFETY: checked non-NULL; writable as the caller promises.
         unsafe { out.write(Box::into_raw(handle)) };

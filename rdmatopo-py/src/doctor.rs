@@ -1,14 +1,13 @@
-//! `Topology.doctor()`: the findings of `rdmatopo::checks::doctor`.
+//! `Topology.doctor()`: the findings of `rdmatopo::Topology::doctor`.
 
 use crate::model::{enum_text, py_opt, py_str};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use rdmatopo::checks::doctor;
 
 /// One problem (or one check that could not run), with the evidence read and the fix.
 #[pyclass(frozen, eq, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct Finding(doctor::Finding);
+pub struct Finding(rdmatopo::Finding);
 
 #[pymethods]
 impl Finding {
@@ -66,7 +65,7 @@ impl Finding {
 /// How one check ended.
 #[pyclass(frozen, eq, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct CheckResult(doctor::CheckResult);
+pub struct CheckResult(rdmatopo::CheckResult);
 
 #[pymethods]
 impl CheckResult {
@@ -97,7 +96,7 @@ impl CheckResult {
 /// What `rdmatopo doctor` finds: why RDMA would be slow here.
 #[pyclass(frozen, eq, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct DoctorReport(pub(crate) doctor::Report);
+pub struct DoctorReport(pub(crate) rdmatopo::DoctorReport);
 
 #[pymethods]
 impl DoctorReport {

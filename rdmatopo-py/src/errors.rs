@@ -7,10 +7,6 @@
 
 use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError, PyPermissionError};
 use pyo3::{PyErr, create_exception};
-use rdmatopo::DiscoverError;
-use rdmatopo::snapshot::SnapshotError;
-use rdmatopo::sysfs::SysfsError;
-use rdmatopo::view::ViewError;
 
 create_exception!(
     rdmatopo,
@@ -59,7 +55,6 @@ create_exception!(
 #[derive(Debug)]
 pub(crate) enum Error {
     Core(rdmatopo::Error),
-    Parse(rdmatopo::parse::ParseError),
     Argument(String),
 }
 
@@ -69,9 +64,9 @@ impl Error {
     }
 }
 
-impl<E: Into<rdmatopo::Error>> From<E> for Error {
-    fn from(e: E) -> Self {
-        Self::Core(e.into())
+impl From<rdmatopo::Error> for Error {
+    fn from(e: rdmatopo::Error) -> Self {
+        Self::Core(e)
     }
 }
 
@@ -79,62 +74,29 @@ impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         match e {
             Error::Argument(message) => ArgumentError::new_err(message),
-            Error::Parse(e) => ParseError::new_err(e.to_string()),
             Error::Core(e) => core_error(e),
         }
     }
 }
 
+/// Each kind of the library's error is one exception class.
 fn core_error(e: rdmatopo::Error) -> PyErr {
-    match e {
-        rdmatopo::Error::Discover(DiscoverError::Sysfs(e)) => sysfs_error(e),
-        rdmatopo::Error::Discover(e) => DiscoveryError::new_err(e.to_string()),
-        rdmatopo::Error::View(e @ ViewError::UnknownDevice(_)) => {
-            UnknownDeviceError::new_err(e.to_string())
-        }
-        rdmatopo::Error::View(e @ ViewError::OutsideView(_)) => {
-            OutsideViewError::new_err(e.to_string())
-        }
-        rdmatopo::Error::View(ViewError::Argument(message)) => ArgumentError::new_err(message),
-        rdmatopo::Error::View(e) => AnalysisError::new_err(e.to_string()),
-        e @ rdmatopo::Error::Json(_) => ParseError::new_err(e.to_string()),
-        // A snapshot that is not there, or not readable, is a file error as any other.
-        rdmatopo::Error::Snapshot(SnapshotError::Io { path, source })
-            if matches!(
-                source.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            os_error(
-                source.kind(),
-                source.raw_os_error(),
-                &source.to_string(),
-                &path,
-            )
-        }
-        e @ rdmatopo::Error::Snapshot(_) => DiscoveryError::new_err(e.to_string()),
-        rdmatopo::Error::Io { path, source } => os_error(
-            source.kind(),
-            source.raw_os_error(),
-            &source.to_string(),
-            &path,
-        ),
-        other => RdmaTopoError::new_err(other.to_string()),
-    }
-}
-
-fn sysfs_error(e: SysfsError) -> PyErr {
-    use std::io::ErrorKind;
+    use rdmatopo::Error as E;
     let message = e.to_string();
-    match &e {
-        SysfsError::NotFound { path } => os_error(ErrorKind::NotFound, None, &message, path),
-        SysfsError::PermissionDenied { path } => {
-            os_error(ErrorKind::PermissionDenied, None, &message, path)
-        }
-        SysfsError::Io { path, os_code, .. } => {
-            os_error(ErrorKind::Other, *os_code, &message, path)
-        }
-        _ => DiscoveryError::new_err(message),
+    match e {
+        E::Io {
+            path,
+            kind,
+            os_code,
+            reason,
+        } => os_error(kind, os_code, &reason, &path),
+        E::Discovery(_) => DiscoveryError::new_err(message),
+        E::Parse(_) => ParseError::new_err(message),
+        E::UnknownDevice { .. } => UnknownDeviceError::new_err(message),
+        E::OutsideView { .. } => OutsideViewError::new_err(message),
+        E::Argument(_) => ArgumentError::new_err(message),
+        E::Analysis(_) => AnalysisError::new_err(message),
+        _ => RdmaTopoError::new_err(message),
     }
 }
 

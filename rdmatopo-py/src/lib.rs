@@ -15,14 +15,14 @@ use pyo3::prelude::*;
 /// (`"rdmatopo.topo/1"`), as text. Raises `ArgumentError` for an id rdmatopo has none of.
 #[pyfunction]
 fn json_schema(id: &str) -> PyResult<&'static str> {
-    rdmatopo::schemas::get(id)
+    rdmatopo::json_schema(id)
         .ok_or_else(|| errors::Error::argument(format!("no JSON schema {id:?}")).into())
 }
 
 /// Every schema id `json_schema()` knows, sorted.
 #[pyfunction]
 fn json_schema_ids() -> Vec<&'static str> {
-    rdmatopo::schemas::ALL.iter().map(|(id, _)| *id).collect()
+    rdmatopo::json_schema_ids().collect()
 }
 
 #[pymodule]

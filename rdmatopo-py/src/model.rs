@@ -4,9 +4,8 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyTuple};
-use rdmatopo::model;
-use rdmatopo::parse::{CpuSet, PciAddr, parse_cpulist};
-use rdmatopo::view::Devices;
+use rdmatopo::Devices;
+use rdmatopo::{CpuSet, PciAddr};
 
 use crate::errors::Error;
 
@@ -36,7 +35,7 @@ pub fn format_cpulist(cpus: &Bound<'_, PyAny>) -> PyResult<String> {
 /// Raises `ParseError` when the text is not a cpulist.
 #[pyfunction(name = "parse_cpulist")]
 pub fn parse_cpus<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyFrozenSet>> {
-    let cpus = parse_cpulist(text).map_err(Error::Parse)?;
+    let cpus: CpuSet = text.parse().map_err(Error::from)?;
     cpu_set(py, &cpus)
 }
 
@@ -54,7 +53,7 @@ pub(crate) fn py_opt(v: Option<&str>) -> String {
 #[pyclass(frozen, eq, from_py_object, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gpu {
-    gpu: model::Gpu,
+    gpu: rdmatopo::Gpu,
     /// [`Devices::gpu_numa`]: the function's node, else its host bridge's.
     numa_node: Option<u32>,
     /// [`Devices::gpu_names`]: its index and name in this view.
@@ -63,7 +62,7 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    pub(crate) fn new(gpu: &model::Gpu, devices: &Devices<'_>) -> Self {
+    pub(crate) fn new(gpu: &rdmatopo::Gpu, devices: &Devices<'_>) -> Self {
         let names = devices.gpu_names();
         Self {
             gpu: gpu.clone(),
@@ -144,7 +143,7 @@ impl Gpu {
 /// One valid entry of a port's GID table (`ports/<n>/gids/<i>`).
 #[pyclass(frozen, eq, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct Gid(pub(crate) model::Gid);
+pub struct Gid(pub(crate) rdmatopo::Gid);
 
 #[pymethods]
 impl Gid {
@@ -186,7 +185,7 @@ impl Gid {
 /// A port of an RDMA device (`/sys/class/infiniband/<dev>/ports/<n>/`).
 #[pyclass(frozen, eq, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct Port(pub(crate) model::Port);
+pub struct Port(pub(crate) rdmatopo::Port);
 
 #[pymethods]
 impl Port {
@@ -262,16 +261,16 @@ impl Port {
 /// An RDMA device (`/sys/class/infiniband/<name>/`): an HCA, or one function of it.
 #[pyclass(frozen, eq, from_py_object, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct Nic(pub(crate) model::RdmaDevice, pub(crate) bool);
+pub struct Nic(pub(crate) rdmatopo::RdmaDevice, pub(crate) bool);
 
 impl Nic {
     /// The device, when read in full; its partial read (in an owned view, a device the
     /// container's answers place without owning it) answers only name, PCI address and
     /// uverbs node.
-    fn whole(&self) -> PyResult<&model::RdmaDevice> {
+    fn whole(&self) -> PyResult<&rdmatopo::RdmaDevice> {
         if self.1 {
             Err(crate::errors::OutsideViewError::new_err(
-                rdmatopo::view::ViewError::OutsideView(self.0.name.clone()).to_string(),
+                rdmatopo::Error::outside_view(self.0.name.clone()).to_string(),
             ))
         } else {
             Ok(&self.0)
@@ -350,7 +349,7 @@ impl Nic {
 /// A NUMA node (`/sys/devices/system/node/node<N>/`).
 #[pyclass(frozen, eq, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct NumaNode(pub(crate) model::NumaNode);
+pub struct NumaNode(pub(crate) rdmatopo::NumaNode);
 
 #[pymethods]
 impl NumaNode {
@@ -385,7 +384,7 @@ impl NumaNode {
 /// Something discovery could not read or make sense of, naming the path.
 #[pyclass(frozen, eq, module = "rdmatopo")]
 #[derive(Debug, Clone, PartialEq)]
-pub struct Diagnostic(pub(crate) model::Diagnostic);
+pub struct Diagnostic(pub(crate) rdmatopo::Diagnostic);
 
 #[pymethods]
 impl Diagnostic {

@@ -1,13 +1,11 @@
 //! `Topology.plan()` and the `RankPlan` it returns: a view of one rank of
-//! `rdmatopo::view::plan::Plan`, plus what `rdmatopo.apply()` did with it.
+//! `rdmatopo::Plan`, plus what `rdmatopo.apply()` did with it.
 
 use crate::errors::Error;
 use crate::model::{Gpu, cpu_set, py_opt, py_str};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyTuple};
-use rdmatopo::parse::CpuSet;
-use rdmatopo::view::plan::Plan;
-use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, ViewError, WhenNoRank};
+use rdmatopo::{CpuSet, Devices, Plan, RankChoice, RankOutcome, RankRequest, WhenNoRank};
 use std::collections::BTreeMap;
 
 /// A rank number from Python: a non-negative `int`.
@@ -23,7 +21,7 @@ fn rank_arg(name: &str, value: Option<i64>) -> Result<Option<u32>, Error> {
 
 /// The caller's rank arguments, checked: explicit arguments win over the launcher's
 /// variables; which rank applies when none is given is the facade's decision
-/// ([`Devices::rank_plan`](rdmatopo::view::Devices::rank_plan)).
+/// ([`Devices::rank_plan`](rdmatopo::Devices::rank_plan)).
 fn rank_request(
     local_rank: Option<i64>,
     local_world_size: Option<i64>,
@@ -66,7 +64,7 @@ pub(crate) fn plan(
         .call_method0("copy")?
         .extract()?;
     let request = rank_request(local_rank, local_world_size, env)?;
-    let RankOutcome { plan, choice } = devices
+    let RankOutcome { plan, choice, .. } = devices
         .rank_plan(request, WhenNoRank::SingleProcess)
         .map_err(Error::from)?;
     let RankChoice::Planned(rank_plan) = choice else {
@@ -74,9 +72,10 @@ pub(crate) fn plan(
             [] => "no GPU is visible".to_string(),
             notes => notes.join("; "),
         };
-        return Err(
-            Error::from(ViewError::Invalid(format!("no plan for this rank: {why}"))).into(),
-        );
+        return Err(Error::from(rdmatopo::Error::Analysis(format!(
+            "no plan for this rank: {why}"
+        )))
+        .into());
     };
     let gpu = devices
         .topology()
@@ -84,7 +83,7 @@ pub(crate) fn plan(
         .iter()
         .find(|g| g.pci == rank_plan.gpu)
         .map(|g| Gpu::new(g, devices))
-        .ok_or_else(|| Error::from(ViewError::UnknownDevice(rank_plan.gpu.to_string())))?;
+        .ok_or_else(|| Error::from(rdmatopo::Error::unknown_device(rank_plan.gpu.to_string())))?;
     Ok(RankPlan {
         rank: rank_plan,
         gpu,
@@ -135,7 +134,7 @@ impl Applied {
 #[pyclass(frozen, module = "rdmatopo")]
 #[derive(Debug, Clone)]
 pub struct RankPlan {
-    rank: rdmatopo::view::plan::RankPlan,
+    rank: rdmatopo::RankPlan,
     gpu: Gpu,
     plan: Plan,
     applied: Option<Applied>,

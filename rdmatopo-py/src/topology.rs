@@ -6,9 +6,7 @@ use crate::model::{Diagnostic, Gpu, Nic, NumaNode, py_opt, py_str};
 use crate::plan::RankPlan;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use rdmatopo::parse::PciAddr;
-use rdmatopo::view::container::ContainerView;
-use rdmatopo::view::{Devices, MatrixDevice, TopoMatrix, ViewError};
+use rdmatopo::{Devices, MatrixDevice, PciAddr, TopoMatrix};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -40,7 +38,11 @@ pub fn discover(py: Python<'_>, root: Option<PathBuf>, view: &str) -> PyResult<T
         }
     };
     let root = root.or_else(|| std::env::var_os("RDMATOPO_ROOT").map(PathBuf::from));
-    let topo = py.detach(|| rdmatopo::discover_in(root.as_deref(), view).map_err(Error::from))?;
+    let discovery = match root {
+        Some(root) => rdmatopo::Discovery::root(root),
+        None => rdmatopo::Discovery::live(),
+    };
+    let topo = py.detach(|| discovery.view(view).run().map_err(Error::from))?;
     Ok(Topology::new(topo))
 }
 
@@ -71,7 +73,7 @@ impl Topology {
     }
 
     /// The PCI address a device argument names.
-    fn resolve(&self, device: &DeviceRef) -> std::result::Result<PciAddr, ViewError> {
+    fn resolve(&self, device: &DeviceRef) -> std::result::Result<PciAddr, rdmatopo::Error> {
         let devices = self.devices();
         match device {
             // The numbering the CLI shows: a container's own, as its nvidia-smi's.
@@ -82,7 +84,7 @@ impl Topology {
                     .iter()
                     .find(|g| names.index(g).is_some_and(|n| i64::from(n) == *i))
                     .map(|g| g.pci)
-                    .ok_or_else(|| ViewError::UnknownDevice(format!("GPU index {i}")))
+                    .ok_or_else(|| rdmatopo::Error::unknown_device(format!("GPU index {i}")))
             }
             DeviceRef::Gpu(g) => Ok(g.pci_addr()),
             DeviceRef::Nic(n) => devices
@@ -117,7 +119,7 @@ impl Topology {
     fn gpus<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let devices = self.devices();
         let names = devices.gpu_names();
-        let mut gpus: Vec<(u32, &rdmatopo::model::Gpu)> = if self.topo.view.is_none() {
+        let mut gpus: Vec<(u32, &rdmatopo::Gpu)> = if self.topo.view.is_none() {
             self.topo.gpus.iter().map(|g| (g.index, g)).collect()
         } else {
             self.topo
@@ -201,6 +203,25 @@ impl Topology {
         Ok(class.to_string())
     }
 
+    /// The RDMA NICs nearest a GPU and their class (`"PIX"`, …): those of the best class
+    /// in the GPU's row of the matrix, in matrix order, as C's `rdmatopo_nearest_nics`
+    /// and Rust's `Devices::nearest_nics` answer.
+    ///
+    /// Raises `UnknownDeviceError` when `gpu` names no GPU, or no NIC has a PCI function.
+    fn nearest_nics<'py>(
+        &self,
+        py: Python<'py>,
+        gpu: DeviceRef,
+    ) -> PyResult<(Bound<'py, PyTuple>, String)> {
+        let addr = self.resolve(&gpu).map_err(Error::from)?;
+        let (nics, class) = self.devices().nearest_nics(addr).map_err(Error::from)?;
+        let nics = nics.into_iter().map(|i| {
+            let d = &self.topo.rdma_devices[i];
+            Nic(d.clone(), !self.topo.holds_rdma_details(&d.name))
+        });
+        Ok((PyTuple::new(py, nics)?, class.to_string()))
+    }
+
     /// The plan of one local rank: its GPU, the HCA ports NCCL will prefer, the RoCE
     /// GID index, the CPUs to bind to, and the NCCL variables the facts justify, each
     /// with its reason.
@@ -225,7 +246,7 @@ impl Topology {
     /// The `rdmatopo doctor` checks on this topology: why RDMA would be slow here,
     /// each finding with its evidence (paths and values) and the fix.
     fn doctor(&self) -> DoctorReport {
-        DoctorReport(rdmatopo::checks::doctor::run(&self.topo))
+        DoctorReport(self.topo.doctor())
     }
 
     /// The GPU/NIC affinity matrix (`rdmatopo topo --all`): every GPU and PCI-backed
@@ -236,21 +257,16 @@ impl Topology {
         if !owned {
             return Matrix(self.topo_matrix().clone());
         }
-        let view = ContainerView::of(&self.topo);
-        let nics = view.owned_rdma();
-        let nics: Vec<&str> = nics.iter().map(String::as_str).collect();
-        Matrix(TopoMatrix::build(&self.topo, &view.owned_gpus(), &nics))
+        Matrix(self.topo.owned_matrix())
     }
 
     /// The model as JSON, with the container view beside it: the same text as
     /// `rdmatopo inventory --format json`.
     fn to_json(&self) -> PyResult<String> {
-        let mut value = serde_json::to_value(&self.topo).map_err(json_error)?;
-        if let Some(obj) = value.as_object_mut() {
-            let view = serde_json::to_value(ContainerView::of(&self.topo)).map_err(json_error)?;
-            obj.insert("container".into(), view);
-        }
-        serde_json::to_string_pretty(&value).map_err(json_error)
+        let mut text = self.topo.inventory_json();
+        // The document without the newline a file or terminal ends with.
+        text.truncate(text.trim_end_matches('\n').len());
+        Ok(text)
     }
 
     /// Read a model back from `to_json()` / `rdmatopo inventory --format json` output
@@ -285,10 +301,6 @@ impl Topology {
             self.topo.diagnostics.len(),
         )
     }
-}
-
-fn json_error(e: serde_json::Error) -> PyErr {
-    Error::from(e).into()
 }
 
 /// One row/column of the matrix.
@@ -377,7 +389,7 @@ impl Matrix {
     }
     /// The table as `nvidia-smi topo -m` prints it (legends included).
     fn to_table(&self) -> String {
-        rdmatopo::export::table::nvidia_smi_table(&self.0, false)
+        self.0.nvidia_smi_table()
     }
     /// The same JSON as `rdmatopo topo --format json` (`rdmatopo.topo/1`).
     fn to_json(&self) -> String {

@@ -160,6 +160,32 @@ def test_path_agrees_with_the_matrix_everywhere(fixture_root: Path) -> None:
             assert topo.path(a, b) == cells[a][b] == matrix[(a, b)]
 
 
+def test_nearest_nics_are_the_best_class_of_the_gpus_row(fixture_root: Path) -> None:
+    """`nearest_nics(gpu)` is every NIC of the best class in the GPU's matrix row."""
+    topo = rdmatopo.discover(fixture_root, view="all")
+    matrix = topo.matrix()
+    cells = matrix.to_dict()
+    nic_names = {d.rdma: d.name for d in matrix.devices if d.kind == "nic"}
+    gpu_names = [d.name for d in matrix.devices if d.kind == "gpu"]
+    if not nic_names:
+        for g in gpu_names:
+            with pytest.raises(rdmatopo.UnknownDeviceError):
+                topo.nearest_nics(g)
+        return
+    order = ["X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS"]
+
+    def rank(c: str) -> int:
+        return order.index("NV" if c.startswith("NV") else c)
+
+    for g in gpu_names:
+        nics, cls = topo.nearest_nics(g)
+        row = {nic_names[n.name]: cells[g][nic_names[n.name]] for n in topo.all_nics
+               if n.name in nic_names}
+        best = min(rank(c) for c in row.values())
+        assert rank(cls) == best
+        assert {nic_names[n.name] for n in nics} == {m for m, c in row.items() if rank(c) == best}
+
+
 def test_path_between_any_pci_functions(largest_root: Path) -> None:
     """Functions outside the matrix (a bridge, an NVSwitch) still get a PCIe class."""
     topo = rdmatopo.discover(largest_root)

@@ -840,7 +840,7 @@ pub fn check_discovery(tree: MemTree) -> Option<Topology> {
         "{} bytes of JSON for {n} entries",
         json.len()
     );
-    let back = Topology::from_json(&json).expect("the model's JSON reads back");
+    let back = Topology::read_json(&json).expect("the model's JSON reads back");
     if back != topo {
         panic!(
             "JSON round trip changed the model: {}",

@@ -1,6 +1,5 @@
-//! The `rdmatopo` command: parses its arguments and runs one subcommand (`cli::run`).
-
-mod cli;
+//! The `rdmatopo` command: parses its arguments and runs one subcommand
+//! (`rdmatopo::cli::run`, in the library beside the layers it formats).
 
 // Rust's unwinder linked in from gcc's static `libgcc_eh.a` rather than `libgcc_s.so`:
 // the loader then neither maps that library nor runs its constructor, a CPU feature
@@ -13,7 +12,7 @@ unsafe extern "C" {}
 fn main() {
     // Rust's runtime ignores SIGPIPE before `main`: a closed pipe is an error the
     // command reports (or ignores), not a kill. `exit` flushes std's buffered stdout.
-    std::process::exit(cli::run(std::env::args_os()))
+    std::process::exit(rdmatopo::cli::run(std::env::args_os()))
 }
 
 // The static build's allocator (Cargo.toml says why).

@@ -11,7 +11,7 @@
 //! let mut capture = Capture::from_journal(&fs, &topo);
 //! capture.scrub();
 //! std::fs::write("node.tar.gz", capture.to_tar_gz(&Options::default())?).ok();
-//! # Ok::<(), rdmatopo::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod scrub;

@@ -24,6 +24,9 @@ use std::path::Path;
 const LAYERS: &[(&str, u32)] = &[
     ("sysfs", 0),
     ("parse", 0),
+    // The public error's kinds: data, importing nothing; each layer says beside its own
+    // error how it becomes one.
+    ("error", 0),
     ("model", 1),
     // The JSON Schemas of the model's documents: data, importing nothing.
     ("schemas", 1),
@@ -34,6 +37,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("checks", 6),
     ("export", 7),
     (ROOT, 8),
+    // The public API (re-exported at the root): calls the layers, answers nothing itself.
+    ("api", 8),
     ("cli", 9),
     // Programs beside the command (`rdmatopo-nvml`, the static build's NVML helper).
     ("bin", 9),
@@ -565,6 +570,73 @@ fn the_crate_keeps_its_layers() {
     );
     found.extend(violations(&files, &front_ends));
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The examples of the public API (`rdmatopo/examples/`, not the `bench_*` ones, which
+/// time the layers): what each names of `rdmatopo` that is not the public API, a layer
+/// module or an item the crate root re-exports only for the tests (`internals`).
+fn outside_the_api(file: &str, code: &str) -> Vec<String> {
+    const HIDDEN: &[&str] = &[
+        "discover",
+        "discover_fs",
+        "discover_in",
+        "discover_needs",
+        "discover_view",
+        "open_root",
+        "inventory_json",
+        "Sysfs",
+        "CoreError",
+        "Discoverer",
+        "Focus",
+        "Narrowing",
+        "DiscoverError",
+        "nvml_helper_main",
+    ];
+    let re = Regex::new(r"\brdmatopo::(\w+)").expect("regex");
+    let grouped = Regex::new(r"\buse rdmatopo::\{([^}]*)\}").expect("regex");
+    let mut names: Vec<String> = re.captures_iter(code).map(|c| c[1].to_string()).collect();
+    for g in grouped.captures_iter(code) {
+        names.extend(g[1].split(',').map(|n| n.trim().to_string()));
+    }
+    names
+        .into_iter()
+        .filter(|n| {
+            n.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                && n != "json_schema"
+                && n != "json_schema_ids"
+                || HIDDEN.contains(&n.as_str())
+        })
+        .map(|n| format!("{file}: names `rdmatopo::{n}`, which is not the public API"))
+        .collect()
+}
+
+#[test]
+fn the_api_examples_use_only_the_public_api() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut found = Vec::new();
+    let mut read = 0;
+    for name in ["launch.rs", "nic_lookup.rs", "fleet_check.rs"] {
+        let code = std::fs::read_to_string(dir.join(name)).expect("example");
+        read += 1;
+        found.extend(outside_the_api(name, &strip_comments(&code)));
+    }
+    assert_eq!(read, 3);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The rule fails on an example that reaches a layer or a test-only entry point.
+    let bad = "use rdmatopo::view::Devices;\nuse rdmatopo::{Discovery, Sysfs};\nlet t = rdmatopo::discover_fs(&fs);\n";
+    assert_eq!(
+        outside_the_api("bad.rs", bad).len(),
+        3,
+        "{:?}",
+        outside_the_api("bad.rs", bad)
+    );
+    assert!(
+        outside_the_api(
+            "ok.rs",
+            "use rdmatopo::{Discovery, View};\nrdmatopo::json_schema(\"x\");\n"
+        )
+        .is_empty()
+    );
 }
 
 // --- Each rule fails on a tree that breaks it ---

@@ -1,8 +1,8 @@
 //! The arguments every command about a machine shares: where to read from, and the
 //! output format.
 
+use crate::{Sysfs, Topology};
 use clap::{Args, ValueEnum};
-use rdmatopo::{Sysfs, Topology};
 use std::path::PathBuf;
 
 // Where to read from (no doc comment: clap would take it as each command's about).
@@ -15,25 +15,25 @@ pub struct RootArgs {
 
 impl RootArgs {
     pub fn open(&self) -> Result<Sysfs, String> {
-        rdmatopo::open_root(self.root.as_deref()).map_err(|e| e.to_string())
+        crate::open_root(self.root.as_deref()).map_err(|e| e.to_string())
     }
 
     /// Discover the whole machine.
     pub fn discover(&self) -> Result<Topology, String> {
         let fs = self.open()?;
-        rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())
+        crate::discover_fs(&fs).map_err(|e| e.to_string())
     }
 
     /// Discover what `needs` asks for, inside a container only of its own devices
-    /// unless `all` (see `rdmatopo::discover_view`).
-    pub fn discover_owned(&self, needs: rdmatopo::Needs, all: bool) -> Result<Topology, String> {
+    /// unless `all` (see `crate::discover_view`).
+    pub fn discover_owned(&self, needs: crate::Needs, all: bool) -> Result<Topology, String> {
         let fs = self.open()?;
         let view = if all {
-            rdmatopo::View::All
+            crate::View::All
         } else {
-            rdmatopo::View::Owned
+            crate::View::Owned
         };
-        rdmatopo::discover_view(&fs, needs, view).map_err(|e| e.to_string())
+        crate::discover_view(&fs, needs, view).map_err(|e| e.to_string())
     }
 }
 

@@ -4,14 +4,14 @@
 use super::EXIT_FAILURE;
 use super::args::RootArgs;
 use super::output::{Output, json};
+use crate::checks::audit::{self, AuditOptions, AuditReport};
+use crate::export::k8s::SharedDevPluginConfig;
+use crate::export::prometheus::{self, AuditRound, SourceRead};
+use crate::model::Severity;
+use crate::model::allocation::Allocation;
+use crate::parse::SliceDevice;
+use crate::sources::{apiserver, kubelet};
 use clap::{Args, ValueEnum};
-use rdmatopo::checks::audit::{self, AuditOptions, AuditReport};
-use rdmatopo::export::k8s::SharedDevPluginConfig;
-use rdmatopo::export::prometheus::{self, AuditRound, SourceRead};
-use rdmatopo::model::Severity;
-use rdmatopo::model::allocation::Allocation;
-use rdmatopo::parse::SliceDevice;
-use rdmatopo::sources::{apiserver, kubelet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -99,7 +99,7 @@ fn options(a: &AuditArgs) -> Result<AuditOptions, String> {
     let mut opts = shared_options(a)?;
     if let Some(path) = &a.resource_slices {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let slices = rdmatopo::parse::parse_resource_slices(&text)
+        let slices = crate::parse::parse_resource_slices(&text)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         opts.resource_slices = Some(slices);
         opts.node_name = a.node_name.clone();

@@ -6,11 +6,11 @@
 
 use super::args::Format;
 use super::output::{Output, json};
+use crate::Topology;
+use crate::checks::audit::AuditReport;
+use crate::checks::cluster::{self, FleetReport, Unreadable};
+use crate::view::rails::NodeRails;
 use clap::Args;
-use rdmatopo::Topology;
-use rdmatopo::checks::audit::AuditReport;
-use rdmatopo::checks::cluster::{self, FleetReport, Unreadable};
-use rdmatopo::view::rails::NodeRails;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -102,14 +102,14 @@ fn read_node(p: &Path) -> Result<NodeInput, String> {
             return Err(format!("{len} bytes, more than a node report can be"));
         }
         let text = std::fs::read_to_string(p).map_err(|e| e.to_string())?;
-        if schema_of(&text).as_deref() == Some(rdmatopo::checks::audit::SCHEMA) {
+        if schema_of(&text).as_deref() == Some(crate::checks::audit::SCHEMA) {
             return serde_json::from_str(&text)
                 .map(|r| NodeInput::Audit(Box::new(r)))
                 .map_err(|e| format!("not a k8s audit JSON report: {e}"));
         }
-        Topology::from_json(&text).map_err(|e| format!("not an inventory JSON report: {e}"))?
+        Topology::read_json(&text).map_err(|e| format!("not an inventory JSON report: {e}"))?
     } else {
-        rdmatopo::discover(Some(p)).map_err(|e| e.to_string())?
+        crate::discover(Some(p)).map_err(|e| e.to_string())?
     };
     NodeRails::of(&topo)
         .map(NodeInput::Rails)

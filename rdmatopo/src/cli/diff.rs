@@ -1,8 +1,8 @@
 use super::args::Format;
 use super::output::{Output, json};
+use crate::checks::diff::{Diff, diff};
+use crate::checks::doctor::Outcome;
 use clap::Args;
-use rdmatopo::checks::diff::{Diff, diff};
-use rdmatopo::checks::doctor::Outcome;
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -23,8 +23,8 @@ pub struct DiffArgs {
 
 /// Exit 0 when nothing differs, 1 when something does (like diff(1)); 3: could not run.
 pub fn run(args: &DiffArgs) -> Result<Output, String> {
-    let a = rdmatopo::discover(Some(&args.a)).map_err(|e| e.to_string())?;
-    let b = rdmatopo::discover(Some(&args.b)).map_err(|e| e.to_string())?;
+    let a = crate::discover(Some(&args.a)).map_err(|e| e.to_string())?;
+    let b = crate::discover(Some(&args.b)).map_err(|e| e.to_string())?;
     let d = diff(&a, &b);
     let text = match args.format {
         Format::Json => json(&d),

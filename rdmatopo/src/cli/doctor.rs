@@ -1,9 +1,9 @@
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
+use crate::checks::doctor::{self, Finding, Outcome, Report};
+use crate::model::Severity;
 use anstyle::{AnsiColor, Style};
 use clap::{Args, ValueEnum};
-use rdmatopo::checks::doctor::{self, Finding, Outcome, Report};
-use rdmatopo::model::Severity;
 use std::fmt::Write;
 
 #[derive(Args, Debug)]
@@ -54,7 +54,7 @@ impl Level {
 
 /// Exit 0 clean, 1 warnings, 2 errors (3: could not run).
 pub fn run(args: &DoctorArgs) -> Result<Output, String> {
-    let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let topo = args.root.discover_owned(crate::Needs::ALL, args.all)?;
     let mut report = doctor::run(&topo);
     let code = report.exit_code();
     let text = if args.quiet {

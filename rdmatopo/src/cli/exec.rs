@@ -8,12 +8,12 @@
 use super::args::RootArgs;
 use super::nccl_env::shell_quote;
 use super::output::Output;
+use crate::checks::doctor::nccl_variable_findings;
+use crate::model::LOCAL_RANK_VARS;
+use crate::parse::CpuSet;
+use crate::view::scope::{CheckedDevices, Scope};
+use crate::view::{Devices, RankChoice, RankOutcome, RankRequest, WhenNoRank};
 use clap::Args;
-use rdmatopo::checks::doctor::nccl_variable_findings;
-use rdmatopo::model::LOCAL_RANK_VARS;
-use rdmatopo::parse::CpuSet;
-use rdmatopo::view::scope::{CheckedDevices, Scope};
-use rdmatopo::view::{Devices, RankChoice, RankOutcome, RankRequest, WhenNoRank};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -87,9 +87,7 @@ pub fn run(args: &ExecArgs) -> Result<Output, String> {
 
 /// The rank's plan, and what the NCCL variables CMD will run with undo of it.
 fn plan(args: &ExecArgs, live: bool) -> Result<(RankOutcome, Vec<String>), String> {
-    let topo = args
-        .root
-        .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
+    let topo = args.root.discover_owned(crate::Needs::NCCL_ENV, args.all)?;
     // Live, the plan reads this process's own environment; a captured root brings its
     // own (as `nccl-env` reads it).
     // This process's environment, the one CMD and its NCCL will run in, whatever the
@@ -125,7 +123,7 @@ fn plan(args: &ExecArgs, live: bool) -> Result<(RankOutcome, Vec<String>), Strin
 /// variable the user set and exec keeps (`NCCL_IB_HCA` of another machine), or one the
 /// plan does not set (`NCCL_IB_DISABLE=1`). NCCL reads those, not the plan.
 fn undone_by_environment(
-    mut topo: rdmatopo::Topology,
+    mut topo: crate::Topology,
     outcome: &RankOutcome,
     override_env: bool,
 ) -> Vec<String> {

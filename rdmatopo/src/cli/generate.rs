@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// The date on every page: that of this version's entry in CHANGELOG.md (a test keeps
 /// them equal). Fixed, so the pages of one version are the same wherever they are built.
-const RELEASE_DATE: &str = "2026-12-01";
+const RELEASE_DATE: &str = "2026-12-06";
 
 /// The shells whose completion scripts are generated (and tested).
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

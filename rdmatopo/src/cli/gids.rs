@@ -11,12 +11,12 @@
 
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
+use crate::Topology;
+use crate::model::{Gid, Port, RdmaDevice};
+use crate::parse::{gid_is_link_local, ls_cmp, parse_gid};
+use crate::view::container::DisplayedDevices;
+use crate::view::gid::{GidChoice, NcclGidEnv, choose_gid, nccl_gid_index, of_other_namespace};
 use clap::Args;
-use rdmatopo::Topology;
-use rdmatopo::model::{Gid, Port, RdmaDevice};
-use rdmatopo::parse::{gid_is_link_local, ls_cmp, parse_gid};
-use rdmatopo::view::container::DisplayedDevices;
-use rdmatopo::view::gid::{GidChoice, NcclGidEnv, choose_gid, nccl_gid_index, of_other_namespace};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -86,7 +86,7 @@ fn key(dev: &RdmaDevice, port: u32) -> String {
 }
 
 pub fn run(args: &GidsArgs) -> Result<Output, String> {
-    let topo = args.root.discover_owned(rdmatopo::Needs::GIDS, args.all)?;
+    let topo = args.root.discover_owned(crate::Needs::GIDS, args.all)?;
     let shown = DisplayedDevices::of(&topo, args.all);
     let devices: Vec<&RdmaDevice> = match &args.device {
         Some(name) if shown.left_out.contains(name) => {

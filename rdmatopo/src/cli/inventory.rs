@@ -1,9 +1,9 @@
 use super::args::{Format, RootArgs};
 use super::output::{Output, nothing_found_line};
+use crate::Topology;
+use crate::model::Severity;
+use crate::view::container::{ContainerView, Context, Evidence, Ownership};
 use clap::Args;
-use rdmatopo::Topology;
-use rdmatopo::model::Severity;
-use rdmatopo::view::container::{ContainerView, Context, Evidence, Ownership};
 use std::fmt::Write;
 
 #[derive(Args, Debug)]
@@ -23,10 +23,10 @@ pub struct InventoryArgs {
 }
 
 pub fn run(args: &InventoryArgs) -> Result<Output, String> {
-    let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let topo = args.root.discover_owned(crate::Needs::ALL, args.all)?;
     let view = ContainerView::of(&topo);
     let text = match args.format {
-        Format::Json => rdmatopo::inventory_json(&topo),
+        Format::Json => crate::inventory_json(&topo),
         Format::Table => table(&topo, &view),
     };
     Ok(Output::ok(text))
@@ -142,7 +142,7 @@ fn table(topo: &Topology, view: &ContainerView) -> String {
         }
     }
     let _ = writeln!(s, "\nGPUs:");
-    let names = rdmatopo::view::GpuNames::of_view(view);
+    let names = crate::view::GpuNames::of_view(view);
     for (g, o) in topo.gpus.iter().zip(&view.gpus) {
         let _ = write!(
             s,

@@ -5,12 +5,12 @@
 use super::args::RootArgs;
 use super::files::write_atomically;
 use super::output::{Output, json};
-use clap::{Args, Subcommand, ValueEnum};
-use rdmatopo::export::k8s::{
+use crate::export::k8s::{
     self, ConfigMap, Generated, NfdOptions, PodManifests, PodNetwork, PodOptions, PoolBy,
     SharedDevPluginOptions, SriovDpOptions, WorkloadKind,
 };
-use rdmatopo::view::ViewError;
+use crate::view::ViewError;
+use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -370,7 +370,7 @@ fn nfd_file(a: &NfdArgs) -> Result<(String, usize), String> {
     let mut g = k8s::nfd_labels(&topo, &opts).map_err(|e| e.to_string())?;
     g.notes.insert(
         0,
-        format!("rdmatopo {} k8s nfd for {}", rdmatopo::VERSION, topo.root),
+        format!("rdmatopo {} k8s nfd for {}", crate::VERSION, topo.root),
     );
     let expiry = a.expiry.map(|s| {
         humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(s)).to_string()
@@ -482,8 +482,8 @@ fn pod(a: &PodArgs) -> Result<Output, String> {
 }
 
 fn dra(a: &DraArgs) -> Result<Output, String> {
-    use rdmatopo::export::dra::{self, DraOptions};
-    use rdmatopo::view::dra::DraDriver;
+    use crate::export::dra::{self, DraOptions};
+    use crate::view::dra::DraDriver;
     let topo = a.root.discover()?;
     let GpuDriverArg::NvidiaGpu = a.gpu_driver;
     let opts = DraOptions {

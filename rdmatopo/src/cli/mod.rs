@@ -27,7 +27,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// Exit code when a command could not run (bad root, unreadable input).
-pub const EXIT_FAILURE: i32 = 3;
+pub(crate) const EXIT_FAILURE: i32 = 3;
 
 /// `rdmatopo --version`: the release, the cargo features it was built with, the C
 /// library it is linked with (the static build reads NVML through a helper) and the JSON

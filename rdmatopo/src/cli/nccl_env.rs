@@ -2,9 +2,9 @@
 
 use super::args::RootArgs;
 use super::output::Output;
+use crate::view::ViewError;
+use crate::view::plan::{Plan, PlanOptions};
 use clap::{Args, ValueEnum};
-use rdmatopo::view::ViewError;
-use rdmatopo::view::plan::{Plan, PlanOptions};
 use std::fmt::Write;
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,9 +36,7 @@ pub struct NcclEnvArgs {
 }
 
 pub fn run(args: &NcclEnvArgs) -> Result<Output, String> {
-    let topo = args
-        .root
-        .discover_owned(rdmatopo::Needs::NCCL_ENV, args.all)?;
+    let topo = args.root.discover_owned(crate::Needs::NCCL_ENV, args.all)?;
     let plan = match Plan::compute(
         &topo,
         &PlanOptions {

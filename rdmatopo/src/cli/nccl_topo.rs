@@ -3,12 +3,12 @@
 
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
+use crate::export::nccl_xml::{self, XmlOptions};
+use crate::model::Diagnostic;
+use crate::view::container::DisplayedDevices;
+use crate::view::plan::{DataDirect, Plan, PlanOptions, preferred_hcas};
+use crate::view::{PathClass, TopoMatrix};
 use clap::Args;
-use rdmatopo::export::nccl_xml::{self, XmlOptions};
-use rdmatopo::model::Diagnostic;
-use rdmatopo::view::container::DisplayedDevices;
-use rdmatopo::view::plan::{DataDirect, Plan, PlanOptions, preferred_hcas};
-use rdmatopo::view::{PathClass, TopoMatrix};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -48,7 +48,7 @@ pub fn run(args: &NcclTopoArgs) -> Result<Output, String> {
 }
 
 fn write(args: &NcclTopoArgs) -> Result<Output, String> {
-    let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let topo = args.root.discover_owned(crate::Needs::ALL, args.all)?;
     let shown = DisplayedDevices::of(&topo, args.all);
     // The file must use the bus ids NCCL will compute: VF merging is off when the
     // environment or the plan turns it off.
@@ -155,7 +155,7 @@ fn analyse(path: &PathBuf, format: Format) -> Result<Output, String> {
             if topo.gpus.is_empty() && topo.rdma_devices.is_empty() {
                 s.push_str("no GPU and no NIC in this file\n");
             } else {
-                s.push_str(&rdmatopo::export::table::nvidia_smi_table(&matrix, false));
+                s.push_str(&crate::export::table::nvidia_smi_table(&matrix, false));
             }
             if !preferred.is_empty() {
                 s.push_str("NICs NCCL prefers per GPU:\n");

@@ -4,12 +4,12 @@
 
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
+use crate::Topology;
+use crate::model::{Netdev, Port, RdmaDevice};
+use crate::parse::ls_cmp;
+use crate::view::container::DisplayedDevices;
+use crate::view::gid::is_roce;
 use clap::Args;
-use rdmatopo::Topology;
-use rdmatopo::model::{Netdev, Port, RdmaDevice};
-use rdmatopo::parse::ls_cmp;
-use rdmatopo::view::container::DisplayedDevices;
-use rdmatopo::view::gid::is_roce;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -80,9 +80,7 @@ fn row(topo: &Topology, dev: &RdmaDevice, port: &Port) -> Row {
 }
 
 pub fn run(args: &NetdevsArgs) -> Result<Output, String> {
-    let topo = args
-        .root
-        .discover_owned(rdmatopo::Needs::NETDEVS, args.all)?;
+    let topo = args.root.discover_owned(crate::Needs::NETDEVS, args.all)?;
     let shown = DisplayedDevices::of(&topo, args.all);
     // In `ibdev2netdev`'s order: `ls` of the devices, then of each one's ports.
     let mut devices: Vec<&RdmaDevice> = topo

@@ -1,6 +1,6 @@
 //! What a command hands back to be printed, and the text every command's output shares.
 
-use rdmatopo::Topology;
+use crate::Topology;
 
 /// What a command produced: the answer for stdout, what is said about it for stderr,
 /// and an exit code. Stdout holds the answer alone, in the layout of the tool a command

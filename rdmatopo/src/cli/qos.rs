@@ -4,9 +4,9 @@
 
 use super::args::{Format, RootArgs};
 use super::output::{Output, json};
+use crate::export::qos::{report_shown, table};
+use crate::view::container::DisplayedDevices;
 use clap::Args;
-use rdmatopo::export::qos::{report_shown, table};
-use rdmatopo::view::container::DisplayedDevices;
 
 #[derive(Args, Debug)]
 pub struct QosArgs {
@@ -21,7 +21,7 @@ pub struct QosArgs {
 }
 
 pub fn run(args: &QosArgs) -> Result<Output, String> {
-    let topo = args.root.discover_owned(rdmatopo::Needs::ALL, args.all)?;
+    let topo = args.root.discover_owned(crate::Needs::ALL, args.all)?;
     let v = report_shown(&topo, &DisplayedDevices::of(&topo, args.all));
     let text = match args.format {
         Format::Json => json(&v),

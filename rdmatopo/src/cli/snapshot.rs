@@ -1,7 +1,7 @@
 use super::args::RootArgs;
 use super::output::Output;
+use crate::snapshot::{Capture, Options, write_file};
 use clap::Args;
-use rdmatopo::snapshot::{Capture, Options, write_file};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -52,7 +52,7 @@ fn size(bytes: u64) -> String {
 pub fn run(args: &SnapshotArgs) -> Result<Output, String> {
     let top = top_dir(&args.output)?;
     let fs = args.root.open()?.recording();
-    let topo = rdmatopo::discover_fs(&fs).map_err(|e| e.to_string())?;
+    let topo = crate::discover_fs(&fs).map_err(|e| e.to_string())?;
     let mut capture = Capture::from_journal(&fs, &topo);
     if args.scrub {
         capture.scrub();

@@ -1,10 +1,10 @@
 use super::args::{Format, RootArgs};
 use super::output::{Output, json, nothing_found_line};
+use crate::Topology;
+use crate::view::container::{ContainerView, Context, Ownership};
+use crate::view::nic_order::{self, NicOrder};
+use crate::view::{GpuNames, TopoMatrix};
 use clap::Args;
-use rdmatopo::Topology;
-use rdmatopo::view::container::{ContainerView, Context, Ownership};
-use rdmatopo::view::nic_order::{self, NicOrder};
-use rdmatopo::view::{GpuNames, TopoMatrix};
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
@@ -32,19 +32,19 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
     // model but the GID tables (`Needs::TOPO_IN_CONTAINER`), inside a container only of the
     // devices it owns (unless --all). The context itself comes from the process view.
     let view = if args.all {
-        rdmatopo::View::All
+        crate::View::All
     } else {
-        rdmatopo::View::Owned
+        crate::View::Owned
     };
     let mut topo =
-        rdmatopo::discover_view(&fs, rdmatopo::Needs::TOPO, view).map_err(|e| e.to_string())?;
+        crate::discover_view(&fs, crate::Needs::TOPO, view).map_err(|e| e.to_string())?;
     // On a host without --owned the matrix is all there is: which devices are this
     // process's is worked out only where it can change the output.
     let container = Context::of(&topo).is_container();
     let view = if args.owned || container || nothing_found_line(&topo).is_some() {
         // Inside a container the owned read above was made for the container's needs.
-        if !(container && view == rdmatopo::View::Owned) {
-            topo = rdmatopo::discover_view(&fs, rdmatopo::Needs::TOPO_IN_CONTAINER, view)
+        if !(container && view == crate::View::Owned) {
+            topo = crate::discover_view(&fs, crate::Needs::TOPO_IN_CONTAINER, view)
                 .map_err(|e| e.to_string())?;
         }
         Some(ContainerView::of(&topo))
@@ -109,10 +109,10 @@ pub fn run(args: &TopoArgs) -> Result<Output, String> {
             // parsers take the first line (or the first holding GPU0) as the header.
             (None, Some((_, h))) => {
                 header = format!("{h}\n");
-                rdmatopo::export::table::nvidia_smi_table(&matrix, std::io::stdout().is_terminal())
+                crate::export::table::nvidia_smi_table(&matrix, std::io::stdout().is_terminal())
             }
             (None, None) => {
-                rdmatopo::export::table::nvidia_smi_table(&matrix, std::io::stdout().is_terminal())
+                crate::export::table::nvidia_smi_table(&matrix, std::io::stdout().is_terminal())
             }
         },
     };

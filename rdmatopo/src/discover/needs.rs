@@ -5,52 +5,52 @@
 /// reads of it; each answer states its needs once, as one of the constants below
 /// (`topo`, `gids`, `netdevs`, `nccl-env`, and [`Needs::ALL`] for `doctor`, `inventory`
 /// and the front ends). Inside a container the same needs hold for the devices it owns
-/// (see [`Narrowing`](super::Narrowing)).
+/// (see `Narrowing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Needs {
     /// NUMA nodes and their CPUs (`/sys/devices/system/node`), the PCI tree and the
     /// process view. Without them a read holds RDMA devices and netdevs only.
-    pub machine: bool,
+    pub(crate) machine: bool,
     /// The NVML and verbs facts ([`crate::sources`]; with `machine` only): loading
     /// libnvidia-ml can cost more than a whole read, so an answer about RDMA devices
     /// alone goes without.
-    pub sources: bool,
+    pub(crate) sources: bool,
     /// How much of each PCI function.
-    pub pci: PciFacts,
+    pub(crate) pci: PciFacts,
     /// `node<N>/distance` of each NUMA node.
-    pub numa_distances: bool,
+    pub(crate) numa_distances: bool,
     /// `node<N>/meminfo`'s `MemTotal` of each NUMA node.
-    pub numa_memory: bool,
+    pub(crate) numa_memory: bool,
     /// How much of the host.
-    pub host: HostFacts,
+    pub(crate) host: HostFacts,
     /// The whole process view (device nodes, the driver's GPU list, runtime mounts),
     /// not only its CPU mask and container evidence (status, cgroups, environment).
-    pub process_whole: bool,
+    pub(crate) process_whole: bool,
     /// The process's limits: `RLIMIT_MEMLOCK` (`/proc/self/limits`) and the rdma
     /// cgroup's `rdma.max` and `rdma.current`.
-    pub limits: bool,
+    pub(crate) limits: bool,
     /// RDMA devices' ports (`ports/<p>`); without them a device is its name and
     /// function.
-    pub ports: bool,
+    pub(crate) ports: bool,
     /// Each RDMA device's verbs node (`/sys/class/infiniband_verbs/uverbs<N>/ibdev`).
-    pub uverbs: bool,
+    pub(crate) uverbs: bool,
     /// How much of RDMA devices' adapter facts and ports' link state.
-    pub device: DeviceFacts,
+    pub(crate) device: DeviceFacts,
     /// How much of each port's GID table.
-    pub gids: GidFacts,
+    pub(crate) gids: GidFacts,
     /// How much of each netdev of this namespace.
-    pub netdevs: NetdevFacts,
+    pub(crate) netdevs: NetdevFacts,
     /// The QoS of RoCE ports and their netdevs (`tc/`, `qos/`, `ecn/`).
-    pub qos: bool,
+    pub(crate) qos: bool,
     /// The sources' facts checked against sysfs (needs [`DeviceFacts::Whole`]).
-    pub cross_check: bool,
+    pub(crate) cross_check: bool,
     /// Inside a container, the functions below the root port of an owned GPU whose NICs
     /// are all elsewhere (the nearer NIC and the switch ports a distance check weighs).
-    pub far_gpu_neighbours: bool,
+    pub(crate) far_gpu_neighbours: bool,
     /// Inside a container, which names of the RDMA devices it does not own an owned
     /// view keeps (it always knows how many there are).
-    pub others: OtherNames,
+    pub(crate) others: OtherNames,
 }
 
 /// Which names of the RDMA devices a container does not own its owned view keeps

@@ -14,7 +14,7 @@
 //! attribute and all values are equal.
 
 use super::k8s::ObjectMeta;
-use crate::Topology;
+use crate::model::Topology;
 use crate::view::ViewError;
 use crate::view::affinity::PathClass;
 use crate::view::dra::{

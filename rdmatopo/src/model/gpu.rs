@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 /// An NVIDIA GPU: a PCI function of VGA or 3D class, plus NVML facts when known.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Gpu {
+    /// The PCI function (`/sys/bus/pci/devices/<bdf>`).
     pub pci: PciAddr,
     /// Position in PCI bus order (CUDA's default `CUDA_DEVICE_ORDER=PCI_BUS_ID` order).
     pub index: u32,

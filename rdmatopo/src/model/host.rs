@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 /// A NUMA node (`/sys/devices/system/node/node<N>/`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NumaNode {
+    /// The node number (`node<N>`).
     pub id: u32,
     /// `cpulist` (empty for memory-only nodes).
     pub cpus: CpuSet,

@@ -40,12 +40,17 @@ const INVENTORY_SCHEMA_PREFIX: &str = "rdmatopo.inventory/";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Topology {
+    /// `rdmatopo.inventory/2`, the schema of this JSON.
     pub schema: String,
     /// The root the facts were read from (`/` when live).
     pub root: String,
+    #[doc(hidden)]
     pub host: Host,
+    #[doc(hidden)]
     pub process: Process,
+    /// NUMA nodes (`/sys/devices/system/node/node<N>`), in id order.
     pub numa_nodes: Vec<NumaNode>,
+    #[doc(hidden)]
     pub host_bridges: Vec<HostBridge>,
     /// Every PCI function, bridges included, in address order.
     pub pci: Vec<PciFunction>,
@@ -53,20 +58,26 @@ pub struct Topology {
     /// the NVIDIA display functions it holds; elsewhere every one
     /// ([`Topology::unnumbered_gpus`] are the others).
     pub gpus: Vec<Gpu>,
+    /// RDMA devices (`/sys/class/infiniband/<name>`), in the kernel's registration order where known (its device index), else by name.
     pub rdma_devices: Vec<RdmaDevice>,
+    /// Network interfaces of this network namespace (`/sys/class/net`), by name.
     pub netdevs: Vec<Netdev>,
     /// NVML facts, when a live or snapshot source provided them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[doc(hidden)]
     pub nvml: Option<NvmlSnapshot>,
     /// libibverbs facts, when a live or snapshot source provided them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[doc(hidden)]
     pub verbs: Option<VerbsSnapshot>,
     /// The kernel's RDMA device indices, when the RDMA netlink or a snapshot gave them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[doc(hidden)]
     pub device_index: Option<DeviceIndexSnapshot>,
     /// RoCE QoS facts (traffic class, ECN, port buffers, VF settings), where the
     /// driver exposes them.
     #[serde(default, skip_serializing_if = "QosFacts::is_empty")]
+    #[doc(hidden)]
     pub qos: QosFacts,
     /// Which devices this model holds in full; absent when it holds every device (a
     /// host, `--all`, or a container whose devices could not be told apart).
@@ -116,6 +127,7 @@ fn is_zero(n: &usize) -> bool {
 
 impl Topology {
     /// An empty model for `root` (what discovery fills in).
+    #[doc(hidden)]
     pub fn empty(root: impl Into<String>) -> Self {
         Self {
             schema: INVENTORY_SCHEMA.to_string(),
@@ -233,7 +245,8 @@ impl Topology {
     ///
     /// # Errors
     /// When the text is not a model of either schema.
-    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+    #[doc(hidden)]
+    pub fn read_json(text: &str) -> Result<Self, serde_json::Error> {
         let mut topo: Self = serde_json::from_str(text)?;
         let version = topo.schema.strip_prefix(INVENTORY_SCHEMA_PREFIX);
         if !version.is_some_and(|v| INVENTORY_VERSIONS_READ.contains(&v)) {

@@ -16,6 +16,7 @@ pub struct HostBridge {
 /// Where a function sits in the PCIe hierarchy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum PciRole {
     /// A bridge directly below the host bridge.
     RootPort,
@@ -30,10 +31,15 @@ pub enum PciRole {
 /// PCIe link state of a function (`current_link_speed`, `current_link_width`,
 /// `max_link_speed`, `max_link_width`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PcieLink {
+    /// `current_link_speed`.
     pub current_speed: Option<LinkSpeed>,
+    /// `current_link_width`.
     pub current_width: Option<u32>,
+    /// `max_link_speed`.
     pub max_speed: Option<LinkSpeed>,
+    /// `max_link_width`.
     pub max_width: Option<u32>,
 }
 
@@ -48,6 +54,7 @@ impl PcieLink {
 
 /// SR-IOV capability of a physical function.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Sriov {
     /// `sriov_totalvfs`.
     pub total_vfs: u32,
@@ -60,7 +67,9 @@ pub struct Sriov {
 
 /// One PCI function, from `/sys/bus/pci/devices/<bdf>/`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PciFunction {
+    /// The address (`0000:18:00.0`, the directory name).
     pub address: PciAddr,
     /// Canonical sysfs directory (`/sys/devices/pci0000:15/…/0000:18:00.0`).
     pub path: String,
@@ -68,6 +77,7 @@ pub struct PciFunction {
     pub host_bridge: String,
     /// The bridge directly above it; `None` when it sits on the host bridge.
     pub parent: Option<PciAddr>,
+    /// Where it sits in the tree, from its class and its parent's.
     pub role: PciRole,
     /// `class` (`0x030200`), or `PCI_CLASS` of `uevent`, which states the class and
     /// the four ids below in one file; JSON writes that text.
@@ -95,6 +105,7 @@ pub struct PciFunction {
     pub numa_node: Option<u32>,
     /// `local_cpulist`.
     pub local_cpus: Option<CpuSet>,
+    /// PCIe link state.
     pub link: PcieLink,
     /// Present on physical functions able to create VFs.
     pub sriov: Option<Sriov>,
@@ -109,6 +120,7 @@ pub struct PciFunction {
     pub iommu_group: Option<u32>,
     /// Access Control Services from the `config` file; read for bridges only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[doc(hidden)]
     pub acs: Option<AcsState>,
 }
 
@@ -118,6 +130,7 @@ impl PciFunction {
         (self.class >> 8) as u16
     }
 
+    /// A PCI-to-PCI bridge (class `0x0604`).
     pub fn is_bridge(&self) -> bool {
         self.class_code() == 0x0604
     }

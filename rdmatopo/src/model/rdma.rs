@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 /// One valid entry of a port's GID table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gid {
+    /// The slot in the table (`gids/<index>`).
     pub index: u32,
     /// `gids/<i>`, as the kernel prints it.
     pub gid: String,
@@ -18,7 +19,9 @@ pub struct Gid {
 
 /// A port of an RDMA device (`ports/<n>/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Port {
+    /// The port number (`ports/<number>`).
     pub number: u32,
     /// `state`.
     pub state: Option<PortState>,
@@ -40,6 +43,7 @@ pub struct Port {
 
 impl Port {
     /// Port `number` with nothing known about it yet.
+    #[doc(hidden)]
     pub fn numbered(number: u32) -> Self {
         Self {
             number,
@@ -54,6 +58,7 @@ impl Port {
         }
     }
 
+    /// Whether `state` is `ACTIVE`.
     pub fn is_active(&self) -> bool {
         self.state == Some(PortState::Active)
     }
@@ -61,7 +66,9 @@ impl Port {
 
 /// An RDMA device (`/sys/class/infiniband/<name>/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RdmaDevice {
+    /// The device name (`mlx5_0`).
     pub name: String,
     /// The PCI function (the `device` link); `None` for software devices (rxe, siw).
     pub pci: Option<PciAddr>,
@@ -77,6 +84,7 @@ pub struct RdmaDevice {
     pub hca_type: Option<String>,
     /// `board_id` (the PSID on mlx5).
     pub board_id: Option<String>,
+    /// Its ports, in number order.
     pub ports: Vec<Port>,
     /// `uverbs<N>` char device of this device (`/sys/class/infiniband_verbs/*/ibdev`).
     pub uverbs: Option<String>,
@@ -90,6 +98,7 @@ pub struct RdmaDevice {
 
 impl RdmaDevice {
     /// A device known by name and function only, without ports.
+    #[doc(hidden)]
     pub fn named(name: String, pci: Option<PciAddr>) -> Self {
         Self {
             name,

@@ -13,6 +13,7 @@ pub struct CpuSet {
 }
 
 impl CpuSet {
+    /// The empty set.
     pub fn new() -> Self {
         Self::default()
     }
@@ -48,6 +49,7 @@ impl CpuSet {
         s
     }
 
+    /// No CPU.
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
@@ -57,18 +59,22 @@ impl CpuSet {
         self.ranges.iter().map(|(a, b)| (b - a + 1) as usize).sum()
     }
 
+    /// Whether `cpu` is in the set.
     pub fn contains(&self, cpu: u32) -> bool {
         self.ranges.iter().any(|&(a, b)| a <= cpu && cpu <= b)
     }
 
+    /// The CPUs, ascending.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.ranges.iter().flat_map(|&(a, b)| a..=b)
     }
 
+    /// Every CPU of either set.
     pub fn union(&self, other: &Self) -> Self {
         Self::from_ranges(self.ranges.iter().chain(&other.ranges).copied().collect())
     }
 
+    /// The CPUs of both sets.
     pub fn intersection(&self, other: &Self) -> Self {
         let mut out = Self::new();
         let (mut i, mut j) = (0, 0);
@@ -85,10 +91,12 @@ impl CpuSet {
         out
     }
 
+    /// The CPUs of this set not in `other`.
     pub fn difference(&self, other: &Self) -> Self {
         Self::from_cpus(self.iter().filter(|c| !other.contains(*c)))
     }
 
+    /// Whether every CPU of this set is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
         self.intersection(other) == *self
     }
@@ -142,10 +150,11 @@ impl<'de> Deserialize<'de> for CpuSet {
     }
 }
 
+/// Parse a kernel cpulist (`0-3,8-11`; empty for none).
 impl std::str::FromStr for CpuSet {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_cpulist(s)
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> Result<Self, crate::error::Error> {
+        Ok(parse_cpulist(s)?)
     }
 }
 

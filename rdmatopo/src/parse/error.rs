@@ -24,3 +24,11 @@ impl ParseError {
         }
     }
 }
+
+/// The public kind: a text that does not parse.
+#[doc(hidden)]
+impl From<ParseError> for crate::error::Error {
+    fn from(e: ParseError) -> Self {
+        crate::error::Error::Parse(e.to_string())
+    }
+}

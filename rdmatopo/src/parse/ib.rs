@@ -6,12 +6,19 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PortState {
+    /// `0: NOP`.
     Nop,
+    /// `1: DOWN`.
     Down,
+    /// `2: INIT`.
     Init,
+    /// `3: ARMED`.
     Armed,
+    /// `4: ACTIVE`.
     Active,
+    /// `5: ACTIVE_DEFER`.
     ActiveDefer,
+    /// A number the kernel does not define.
     Unknown,
 }
 
@@ -31,12 +38,16 @@ pub fn parse_port_state(text: &str) -> Result<PortState, ParseError> {
 
 /// A port's physical state (`ports/<n>/phys_state`, `5: LinkUp`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PhysState {
+    /// The number (`5`).
     pub code: u32,
+    /// The kernel's name (`LinkUp`).
     pub name: String,
 }
 
 impl PhysState {
+    /// Whether the physical link is up (`5: LinkUp`).
     pub fn is_link_up(&self) -> bool {
         self.code == 5
     }
@@ -64,8 +75,11 @@ fn split_numbered<'a>(text: &'a str, what: &'static str) -> Result<(u32, &'a str
 
 /// A port's link rate (`ports/<n>/rate`, `400 Gb/sec (4X NDR)`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Rate {
+    /// The rate in Gb/s (`400`).
     pub gbps: f64,
+    /// The number of lanes (`4` of `4X`).
     pub lanes: u32,
     /// Per-lane speed name (`NDR`, `HDR`, …), empty for SDR on old kernels.
     pub speed: String,
@@ -100,12 +114,16 @@ pub fn parse_rate(text: &str) -> Result<Rate, ParseError> {
 /// `ports/<n>/link_layer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LinkLayer {
+    /// `InfiniBand`.
     InfiniBand,
+    /// `Ethernet` (RoCE).
     Ethernet,
+    /// Anything else the kernel writes.
     Unknown,
 }
 
 impl LinkLayer {
+    /// The kernel's text (`InfiniBand`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::InfiniBand => "InfiniBand",
@@ -196,12 +214,15 @@ pub fn gid_ipv4(gid: &Ipv6Addr) -> Option<Ipv4Addr> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum GidType {
     #[serde(rename = "IB/RoCE v1")]
+    /// `IB/RoCE v1`.
     IbRoceV1,
     #[serde(rename = "RoCE v2")]
+    /// `RoCE v2`.
     RoceV2,
 }
 
 impl GidType {
+    /// The kernel's text (`RoCE v2`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::IbRoceV1 => "IB/RoCE v1",

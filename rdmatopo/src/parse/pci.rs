@@ -6,13 +6,18 @@ use std::fmt;
 /// domain grows past four digits when it has to (VMD `10000:00:00.0`, Hyper-V).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PciAddr {
+    /// The PCI domain (segment).
     pub domain: u32,
+    /// The bus number.
     pub bus: u8,
+    /// The device number (0-31).
     pub device: u8,
+    /// The function number (0-7).
     pub function: u8,
 }
 
 impl PciAddr {
+    /// The address `domain:bus:device.function`.
     pub const fn new(domain: u32, bus: u8, device: u8, function: u8) -> Self {
         Self {
             domain,
@@ -31,6 +36,7 @@ impl PciAddr {
     }
 
     /// The same card's function 0 (NCCL merges the ports of one card this way).
+    #[doc(hidden)]
     pub fn function0(&self) -> Self {
         Self {
             function: 0,
@@ -43,6 +49,7 @@ impl PciAddr {
     /// one number) of VF n is the PF's plus offset + n x stride, as the kernel places
     /// VFs (`pci_iov_virtfn_bus`, `pci_iov_virtfn_devfn` in drivers/pci/iov.c). `None`
     /// past bus 255.
+    #[doc(hidden)]
     pub fn virtfn(&self, offset: u32, stride: u32, index: u32) -> Option<Self> {
         let pf = u32::from(self.bus) << 8 | u32::from(self.device) << 3 | u32::from(self.function);
         let routing = stride
@@ -58,6 +65,7 @@ impl PciAddr {
     }
 
     /// Whether `name` looks like a PCI address (a sysfs path component).
+    #[doc(hidden)]
     pub fn looks_like(name: &str) -> bool {
         name.len() >= 12 && name.parse::<PciAddr>().is_ok()
     }
@@ -105,6 +113,7 @@ impl PciAddr {
     /// A path component that is a PCI address (`0000:3b:00.0`), else `None`. Most
     /// components of a sysfs path are not: they are refused on their shape, without
     /// building an error.
+    #[doc(hidden)]
     pub fn from_component(c: &str) -> Option<Self> {
         let shaped = c.len() >= 7
             && c.as_bytes()[c.len() - 2] == b'.'
@@ -113,11 +122,19 @@ impl PciAddr {
     }
 }
 
+/// Parse a PCI address ([`PciAddr::parse`]).
 impl std::str::FromStr for PciAddr {
-    type Err = ParseError;
+    type Err = crate::error::Error;
 
+    fn from_str(text: &str) -> Result<Self, crate::error::Error> {
+        Ok(Self::parse(text)?)
+    }
+}
+
+impl PciAddr {
     /// Accepts `0000:3b:00.0`, NVML's `00000000:3B:00.0`, and `3b:00.0` (domain 0).
-    fn from_str(text: &str) -> Result<Self, ParseError> {
+    #[doc(hidden)]
+    pub fn parse(text: &str) -> Result<Self, ParseError> {
         if let Some(addr) = Self::from_fixed_form(text.as_bytes()) {
             return Ok(addr);
         }

@@ -133,6 +133,35 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Ve
     })
 }
 
+/// The body of `rdmatopo-nvml`: NVML's view of this machine on standard output, as
+/// the JSON a snapshot keeps in `rdmatopo/nvml.json`; `HELPER_UNAVAILABLE` when NVML
+/// is not there.
+#[cfg(all(feature = "nvml", not(target_env = "musl")))]
+pub fn helper_main() -> std::process::ExitCode {
+    use std::process::ExitCode;
+    match super::nvml::LiveNvml.collect(&Sysfs::live()) {
+        Ok(Facts::Nvml(snapshot)) => match serde_json::to_string(&snapshot) {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("rdmatopo-nvml: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Ok(_) => ExitCode::FAILURE,
+        Err(SourceError::Unavailable(reason)) => {
+            eprintln!("{reason}");
+            ExitCode::from(HELPER_UNAVAILABLE as u8)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

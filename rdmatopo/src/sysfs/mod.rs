@@ -1076,3 +1076,30 @@ fn split_last(path: &str) -> (&str, &str) {
 
 #[cfg(test)]
 mod tests;
+
+/// The public kind of each: a file error, or no machine to read.
+#[doc(hidden)]
+impl From<SysfsError> for crate::error::Error {
+    fn from(e: SysfsError) -> Self {
+        use crate::error::Error;
+        use std::io::ErrorKind;
+        let (kind, os_code, reason) = match &e {
+            SysfsError::NotFound { .. } => (ErrorKind::NotFound, None, "not found".to_string()),
+            SysfsError::PermissionDenied { .. } => (
+                ErrorKind::PermissionDenied,
+                None,
+                "permission denied".to_string(),
+            ),
+            SysfsError::Io {
+                message, os_code, ..
+            } => (ErrorKind::Other, *os_code, message.clone()),
+            _ => return Error::Discovery(e.to_string()),
+        };
+        Error::Io {
+            path: e.path().to_string(),
+            kind,
+            os_code,
+            reason,
+        }
+    }
+}

@@ -22,10 +22,15 @@ pub enum PathClass {
     X,
     /// A bonded set of this many NVLinks.
     Nv(u32),
+    /// At most one PCIe bridge between the two (same switch port).
     Pix,
+    /// Several PCIe bridges between them, below one host bridge.
     Pxb,
+    /// Through a PCIe host bridge (the CPU), on one NUMA node.
     Phb,
+    /// Across host bridges of one NUMA node.
     Node,
+    /// Across NUMA nodes (the SMP interconnect, QPI/UPI or Infinity Fabric).
     Sys,
 }
 
@@ -51,6 +56,7 @@ impl PathClass {
     /// The same path in NCCL's terms, as its level variables name it. NCCL has no
     /// NODE: its topology joins every host bridge of a NUMA node at one CPU, so a path
     /// between two of them is PHB there.
+    #[doc(hidden)]
     pub fn nccl_level(&self) -> NcclPathLevel {
         match self {
             Self::X => NcclPathLevel::Loc,
@@ -77,9 +83,10 @@ impl fmt::Display for PathClass {
     }
 }
 
+/// Parse a class as `nvidia-smi topo -m` prints it (`X`, `NV18`, `PIX`, …, `SYS`).
 impl std::str::FromStr for PathClass {
-    type Err = ViewError;
-    fn from_str(s: &str) -> Result<Self, ViewError> {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> Result<Self, crate::error::Error> {
         Ok(match s.trim() {
             "X" => Self::X,
             "PIX" => Self::Pix,
@@ -90,7 +97,7 @@ impl std::str::FromStr for PathClass {
             other => match other.strip_prefix("NV").and_then(|n| n.parse().ok()) {
                 Some(n) => Self::Nv(n),
                 None => {
-                    return Err(ViewError::Invalid(format!("not a path class: {other:?}")));
+                    return Err(ViewError::Invalid(format!("not a path class: {other:?}")).into());
                 }
             },
         })
@@ -334,18 +341,20 @@ pub fn c2c_attach(topo: &Topology, gpu: &PciFunction) -> Option<C2cAttach> {
 
 /// One row/column of the matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct MatrixDevice {
     /// `GPU0`, `NIC0`.
     pub name: String,
     /// `gpu` or `nic`.
     pub kind: String,
+    /// The PCI function.
     pub pci: PciAddr,
     /// RDMA device name of a NIC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma: Option<String>,
     /// A GPU's host index ([`crate::model::Gpu::index`]) where the matrix numbers it
     /// otherwise: a container's matrix numbers its GPUs as its nvidia-smi does
-    /// ([`crate::view::naming`]).
+    /// (`view::naming`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_index: Option<u32>,
 }
@@ -358,7 +367,9 @@ pub struct MatrixDevice {
 /// "numa_affinity"}`, rows and columns sorted by name.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "TopoMatrixJson")]
+#[non_exhaustive]
 pub struct TopoMatrix {
+    /// `rdmatopo.topo/1`.
     pub schema: String,
     /// Rows and columns, in order (names unique).
     devices: Vec<MatrixDevice>,
@@ -374,12 +385,14 @@ pub struct TopoMatrix {
 }
 
 impl TopoMatrix {
+    /// The schema id of the matrix's JSON.
     pub const SCHEMA: &'static str = "rdmatopo.topo/1";
 
     /// Build the matrix over `gpus` (in the order given) and the RDMA devices named in
     /// `nics`: in the order they registered where the model holds every one's kernel
     /// index, as nvidia-smi numbers them, else in the order given
-    /// ([`nic_order`](super::nic_order)).
+    /// (`nic_order`).
+    #[doc(hidden)]
     pub fn build(topo: &Topology, gpus: &[PciAddr], nics: &[&str]) -> Self {
         let mut devices: Vec<MatrixDevice> = gpus
             .iter()

@@ -2,10 +2,11 @@
 //! topology, answered once. Finding a device by any of its names, the class between
 //! two devices, the NICs nearest a GPU, the NUMA node of a GPU or NIC, and the plan of
 //! the rank the environment names. A front end converts its types to and from these and maps
-//! [`ViewError`] in one place; it does not answer these questions itself.
+//! [`Error`] in one place; it does not answer these questions itself.
 
 use super::affinity::{PathClass, TopoMatrix, nearest_devices, numa_of, path_class};
 use super::error::ViewError;
+use crate::error::Error;
 use super::naming::GpuNames;
 use super::plan::{Plan, PlanOptions, RankPlan};
 use crate::model::{Gpu, LOCAL_RANK_VARS, LOCAL_SIZE_VARS, RdmaDevice, Topology};
@@ -63,12 +64,16 @@ pub enum RankChoice {
 
 /// A node's plan and the rank of it that applies.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RankOutcome {
+    /// The node's plan.
     pub plan: Plan,
+    /// The rank of it that applies.
     pub choice: RankChoice,
 }
 
 impl<'t> Devices<'t> {
+    /// The devices of `topo` (what `Topology::devices` answers).
     pub fn of(topo: &'t Topology) -> Self {
         Self {
             topo,
@@ -89,6 +94,7 @@ impl<'t> Devices<'t> {
         }
     }
 
+    /// The topology.
     pub fn topology(&self) -> &'t Topology {
         self.topo
     }
@@ -108,11 +114,11 @@ impl<'t> Devices<'t> {
     /// in this topology.
     ///
     /// # Errors
-    /// [`ViewError::UnknownDevice`] when nothing is called `name`;
-    /// [`ViewError::Invalid`] when it names a device without a PCI function (a
-    /// software RDMA device such as rxe, a virtual netdev); [`ViewError::OutsideView`]
+    /// [`Error::UnknownDevice`] when nothing is called `name`;
+    /// [`Error::Analysis`] when it names a device without a PCI function (a
+    /// software RDMA device such as rxe, a virtual netdev); [`Error::OutsideView`]
     /// for an RDMA device another container owns, in an owned view.
-    pub fn pci_of(&self, name: &str) -> Result<PciAddr, ViewError> {
+    pub fn pci_of(&self, name: &str) -> Result<PciAddr, Error> {
         if let Some(d) = self
             .matrix()
             .devices()
@@ -134,7 +140,7 @@ impl<'t> Devices<'t> {
         if let Some(n) = self.topo.netdev(name) {
             return n
                 .pci
-                .ok_or_else(|| ViewError::Invalid(format!("netdev {name} has no PCI function")));
+                .ok_or_else(|| Error::from(ViewError::Invalid(format!("netdev {name} has no PCI function"))));
         }
         match name.parse::<PciAddr>() {
             Ok(a) if self.topo.pci_function(a).is_some() => Ok(a),
@@ -143,12 +149,12 @@ impl<'t> Devices<'t> {
     }
 
     /// Why the model has no device `name`: another container's, only named in an owned
-    /// view ([`ViewError::OutsideView`]), or none at all.
-    fn not_held(&self, name: &str) -> ViewError {
+    /// view ([`Error::OutsideView`]), or none at all.
+    fn not_held(&self, name: &str) -> Error {
         if self.topo.other_rdma_devices().iter().any(|d| d == name) {
-            ViewError::OutsideView(name.to_string())
+            ViewError::OutsideView(name.to_string()).into()
         } else {
-            ViewError::UnknownDevice(name.to_string())
+            ViewError::UnknownDevice(name.to_string()).into()
         }
     }
 
@@ -156,9 +162,9 @@ impl<'t> Devices<'t> {
     /// container's owned view, its own).
     ///
     /// # Errors
-    /// [`ViewError::UnknownDevice`] when there is none; [`ViewError::OutsideView`] when
+    /// [`Error::UnknownDevice`] when there is none; [`Error::OutsideView`] when
     /// the view holds only its partial read.
-    pub fn rdma_in_full(&self, name: &str) -> Result<&'t RdmaDevice, ViewError> {
+    pub fn rdma_in_full(&self, name: &str) -> Result<&'t RdmaDevice, Error> {
         let d = self
             .topo
             .rdma_device(name)
@@ -166,20 +172,21 @@ impl<'t> Devices<'t> {
         if self.topo.holds_rdma_details(name) {
             Ok(d)
         } else {
-            Err(ViewError::OutsideView(name.to_string()))
+            Err(ViewError::OutsideView(name.to_string()).into())
         }
     }
 
     /// The PCI address of an RDMA device.
     ///
     /// # Errors
-    /// [`ViewError::Invalid`] for a software device (rxe, siw), which has none.
-    pub fn nic_pci(&self, dev: &RdmaDevice) -> Result<PciAddr, ViewError> {
+    /// [`Error::Analysis`] for a software device (rxe, siw), which has none.
+    pub fn nic_pci(&self, dev: &RdmaDevice) -> Result<PciAddr, Error> {
         dev.pci.ok_or_else(|| {
             ViewError::Invalid(format!(
                 "{} has no PCI function (software RDMA device)",
                 dev.name
             ))
+            .into()
         })
     }
 
@@ -193,34 +200,34 @@ impl<'t> Devices<'t> {
     /// bus order on the host).
     ///
     /// # Errors
-    /// [`ViewError::UnknownDevice`] when there is none.
-    pub fn gpu_by_index(&self, index: i64) -> Result<&'t Gpu, ViewError> {
+    /// [`Error::UnknownDevice`] when there is none.
+    pub fn gpu_by_index(&self, index: i64) -> Result<&'t Gpu, Error> {
         self.topo
             .gpus
             .iter()
             .find(|g| i64::from(g.index) == index)
-            .ok_or_else(|| ViewError::UnknownDevice(format!("GPU index {index}")))
+            .ok_or_else(|| ViewError::UnknownDevice(format!("GPU index {index}")).into())
     }
 
     /// The position in [`Topology::gpus`] of the GPU at `addr`.
     ///
     /// # Errors
-    /// [`ViewError::UnknownDevice`] when no GPU is there.
-    pub fn gpu_position(&self, addr: PciAddr) -> Result<usize, ViewError> {
+    /// [`Error::UnknownDevice`] when no GPU is there.
+    pub fn gpu_position(&self, addr: PciAddr) -> Result<usize, Error> {
         self.topo
             .gpus
             .iter()
             .position(|g| g.pci == addr)
-            .ok_or_else(|| ViewError::UnknownDevice(format!("GPU at {addr}")))
+            .ok_or_else(|| ViewError::UnknownDevice(format!("GPU at {addr}")).into())
     }
 
     /// The position in [`Topology::rdma_devices`] of the RDMA device called `key`, or
     /// else of the first one at PCI address `key`.
     ///
     /// # Errors
-    /// [`ViewError::UnknownDevice`] when there is none; [`ViewError::OutsideView`] for
+    /// [`Error::UnknownDevice`] when there is none; [`Error::OutsideView`] for
     /// another container's device, only named in an owned view.
-    pub fn nic_position(&self, key: &str) -> Result<usize, ViewError> {
+    pub fn nic_position(&self, key: &str) -> Result<usize, Error> {
         let devices = &self.topo.rdma_devices;
         let by_name = devices.iter().position(|d| d.name == key);
         let by_pci = || {
@@ -234,12 +241,12 @@ impl<'t> Devices<'t> {
     /// NVLink between two GPUs that have it (seen from `a`), else the PCIe class.
     ///
     /// # Errors
-    /// [`ViewError::UnknownDevice`] when there is no PCI function at `a` or `b`.
-    pub fn class_between(&self, a: PciAddr, b: PciAddr) -> Result<PathClass, ViewError> {
+    /// [`Error::UnknownDevice`] when there is no PCI function at `a` or `b`.
+    pub fn class_between(&self, a: PciAddr, b: PciAddr) -> Result<PathClass, Error> {
         let function = |addr: PciAddr| {
             self.topo
                 .pci_function(addr)
-                .ok_or_else(|| ViewError::UnknownDevice(addr.to_string()))
+                .ok_or_else(|| Error::from(ViewError::UnknownDevice(addr.to_string())))
         };
         let (fa, fb) = (function(a)?, function(b)?);
         let is_gpu = |addr: PciAddr| self.topo.gpus.iter().any(|g| g.pci == addr);
@@ -259,9 +266,9 @@ impl<'t> Devices<'t> {
     /// their class. Port state is not weighed; the rank plan is NCCL's full choice.
     ///
     /// # Errors
-    /// [`ViewError::UnknownDevice`] when no GPU is at `gpu` or no RDMA device has a
+    /// [`Error::UnknownDevice`] when no GPU is at `gpu` or no RDMA device has a
     /// PCI function.
-    pub fn nearest_nics(&self, gpu: PciAddr) -> Result<(Vec<usize>, PathClass), ViewError> {
+    pub fn nearest_nics(&self, gpu: PciAddr) -> Result<(Vec<usize>, PathClass), Error> {
         self.gpu_position(gpu)?;
         let gpu_function = self
             .topo
@@ -307,7 +314,7 @@ impl<'t> Devices<'t> {
         &self,
         request: RankRequest,
         unnamed: WhenNoRank,
-    ) -> Result<RankOutcome, ViewError> {
+    ) -> Result<RankOutcome, Error> {
         let RankRequest {
             mut local_rank,
             mut local_world_size,
@@ -372,7 +379,7 @@ mod tests {
         assert_eq!(d.pci_of("NIC0"), Ok(nic.pci.unwrap()));
         assert!(matches!(
             d.pci_of("no-such-device"),
-            Err(ViewError::UnknownDevice(_))
+            Err(Error::UnknownDevice { .. })
         ));
         assert_eq!(d.nic_position(&nic.name), Ok(0));
         assert_eq!(d.gpu_position(gpu), Ok(1));

@@ -24,3 +24,18 @@ pub enum ViewError {
     )]
     OutsideView(String),
 }
+
+/// The public kind of each (`rdmatopo::Error`).
+#[doc(hidden)]
+impl From<ViewError> for crate::error::Error {
+    fn from(e: ViewError) -> Self {
+        use crate::error::Error;
+        let message = e.to_string();
+        match e {
+            ViewError::UnknownDevice(name) => Error::UnknownDevice { name, message },
+            ViewError::OutsideView(name) => Error::OutsideView { name, message },
+            ViewError::Argument(m) => Error::Argument(m),
+            _ => Error::Analysis(message),
+        }
+    }
+}

@@ -23,9 +23,11 @@ use std::net::Ipv6Addr;
 
 /// The GID a RoCE port should use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GidChoice {
     /// RDMA device (`/sys/class/infiniband/<device>`).
     pub device: String,
+    /// The port number.
     pub port: u32,
     /// Index into the port's GID table (`gids/<index>`).
     pub index: u32,

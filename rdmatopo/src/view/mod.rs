@@ -1,5 +1,5 @@
 //! The view: the facts every answer builds on, as pure functions of a
-//! [`crate::Topology`] (no I/O, no environment, no clock): path classes and the
+//! [`crate::model::Topology`] (no I/O, no environment, no clock): path classes and the
 //! nvidia-smi matrix ([`affinity`]), which devices this process owns ([`container`]),
 //! the devices being judged ([`scope`]), one name per GPU ([`naming`]) and the NICs' order
 //! ([`nic_order`]), GID choice

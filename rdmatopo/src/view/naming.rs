@@ -27,6 +27,7 @@ pub struct GpuNames {
 
 impl GpuNames {
     /// The machine's numbering: every GPU by its host index.
+    #[doc(hidden)]
     pub fn host() -> Self {
         Self::default()
     }
@@ -34,6 +35,7 @@ impl GpuNames {
     /// The numbering of a container that was given `gpus` (any order): its nvidia-smi's,
     /// from 0 in PCI bus order. `k8s audit` names a pod's GPUs so, as the pod's user
     /// sees them.
+    #[doc(hidden)]
     pub fn container(gpus: impl IntoIterator<Item = PciAddr>) -> Self {
         let mut gpus: Vec<PciAddr> = gpus.into_iter().collect();
         gpus.sort();
@@ -55,6 +57,7 @@ impl GpuNames {
     }
 
     /// [`GpuNames::of`] from a [`ContainerView`] the caller already holds.
+    #[doc(hidden)]
     pub fn of_view(view: &ContainerView) -> Self {
         if view.context.is_container() && view.certain {
             Self::container(view.owned_gpus())

@@ -44,7 +44,9 @@ pub struct PlanOptions {
 
 /// One local rank's share of the node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RankPlan {
+    /// The local rank (`LOCAL_RANK`).
     pub local_rank: u32,
     /// The rank's GPU.
     pub gpu: PciAddr,
@@ -62,14 +64,17 @@ pub struct RankPlan {
 
 /// A device or port left out of `NCCL_IB_HCA`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Exclusion {
     /// RDMA device name, or `device:port` for one port of a multi-port device.
     pub device: String,
+    /// Why it was left out.
     pub reason: String,
 }
 
 /// The plan for this node (`rdmatopo.nccl-env/1`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Plan {
     /// Variables to set, common to every local rank.
     pub env: BTreeMap<String, String>,
@@ -78,7 +83,9 @@ pub struct Plan {
     /// The GID index of every RoCE port in `NCCL_IB_HCA` (`mlx5_0:1` → 3), also when
     /// they differ and `NCCL_IB_GID_INDEX` is therefore not set.
     pub gid_index: BTreeMap<String, u32>,
+    /// The plan of each local rank planned, in rank order.
     pub ranks: Vec<RankPlan>,
+    /// The devices and ports left out of `NCCL_IB_HCA`, each with its reason.
     pub excluded: Vec<Exclusion>,
     /// Assumptions and fallbacks, each said once.
     pub notes: Vec<String>,
@@ -137,6 +144,7 @@ impl Plan {
     /// size; [`ViewError::Invalid`] when the environment is contradictory: a local rank
     /// that is not a number or not below the local world size, or a
     /// `CUDA_VISIBLE_DEVICES` that names GPUs by UUID when no UUID is known.
+    #[doc(hidden)]
     pub fn compute(topo: &Topology, opts: &PlanOptions) -> Result<Plan, ViewError> {
         let topo = canonical(topo);
         let env = if opts.env.is_empty() {

@@ -10,7 +10,7 @@ pub(crate) fn list_short(names: &[&str]) -> String {
 
 /// As [`list_short`], of `names` and `unnamed` more after them, counted but not named
 /// (an owned view keeps the first names of other containers' devices only as far as a
-/// short list shows them: [`crate::OtherNames::First`]).
+/// short list shows them: [`crate::discover::OtherNames::First`]).
 pub(crate) fn list_short_counted(names: &[&str], unnamed: usize) -> String {
     let mut v: Vec<&str> = names.to_vec();
     v.dedup();

@@ -10,21 +10,26 @@ pub const SCHEMA: &str = "rdmatopo.doctor/1";
 
 /// A value read, and where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Evidence {
     /// Logical path (`/sys/bus/pci/devices/0000:18:00.0/numa_node`), or a named fact
     /// (`verbs: mlx5_0 port 1 active_mtu`) when it did not come from a file.
     pub path: String,
+    /// The value read there.
     pub value: String,
 }
 
 /// One problem (or one check that could not run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Finding {
     /// Stable kebab-case id of the check (`numa-affinity`).
     pub check: String,
+    /// How much it matters.
     pub severity: Severity,
     /// One line: what is wrong, naming the devices.
     pub summary: String,
+    /// The files read and what they held, each once.
     pub evidence: Vec<Evidence>,
     /// Why it costs performance (or why the check could not run).
     pub why: String,
@@ -36,6 +41,7 @@ pub struct Finding {
 }
 
 impl Finding {
+    #[doc(hidden)]
     pub fn new(check: &str, severity: Severity, summary: impl Into<String>) -> Self {
         Self {
             check: check.to_string(),
@@ -48,6 +54,7 @@ impl Finding {
         }
     }
 
+    #[doc(hidden)]
     pub fn with(mut self, path: impl Into<String>, value: impl ToString) -> Self {
         let path = path.into();
         let value = value.to_string();
@@ -61,11 +68,13 @@ impl Finding {
         self
     }
 
+    #[doc(hidden)]
     pub fn why(mut self, why: impl Into<String>) -> Self {
         self.why = why.into();
         self
     }
 
+    #[doc(hidden)]
     pub fn fix(mut self, fix: impl Into<String>) -> Self {
         self.fix = fix.into();
         self
@@ -75,6 +84,7 @@ impl Finding {
 /// How one check ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Outcome {
     /// Ran and found nothing.
     Ok,
@@ -82,31 +92,44 @@ pub enum Outcome {
     NotApplicable,
     /// Could not run; a skipped finding says why.
     Skipped,
+    /// Findings at most of severity info.
     Info,
+    /// A warning: something NCCL or the workload will do worse, or may fail at.
     Warning,
+    /// An error: something will fail.
     Error,
 }
 
 /// The outcome of one check, with a short note on what it looked at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CheckResult {
+    /// The check's id (`rdmatopo doctor --list` lists them).
     pub check: String,
+    /// What it found.
     pub outcome: Outcome,
+    /// One line on the outcome (why not applicable, skipped).
     pub note: String,
 }
 
 /// The devices the checks looked at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Judged {
+    /// The GPUs judged (a container's own, else every one), in PCI order.
     pub gpus: Vec<crate::parse::PciAddr>,
+    /// The RDMA devices judged, in model order.
     pub rdma_devices: Vec<String>,
 }
 
 /// What `doctor` found (`rdmatopo.doctor/1`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Report {
+    /// `rdmatopo.doctor/1`.
     pub schema: String,
     /// `host`, `pod`, `pod-host-network` or `container`.
+    #[doc(hidden)]
     pub context: Context,
     /// The devices judged: this container's (and those whose owner is unknown).
     pub judged: Judged,

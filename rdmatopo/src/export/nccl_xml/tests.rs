@@ -318,7 +318,7 @@ fn a_class_wider_than_24_bits_is_unknown() {
     let f = t.pci_function("0000:01:00.0".parse().unwrap()).unwrap();
     assert_eq!(f.class, 0);
     let json = serde_json::to_string(&t).unwrap();
-    assert_eq!(Topology::from_json(&json).unwrap(), t);
+    assert_eq!(Topology::read_json(&json).unwrap(), t);
 }
 
 #[test]
