@@ -186,7 +186,7 @@ mod entry {
 
     /// Discover `root` (`None` = `/`) with the NVML and verbs sources that suit it.
     ///
-    /// # CoreErrors
+    /// # Errors
     /// When the root is missing or holds no sysfs.
     pub fn discover(root: Option<&Path>) -> Result<Topology, CoreError> {
         let fs = open_root(root)?;
@@ -196,7 +196,7 @@ mod entry {
     /// Discover `root` (`None`: this machine) with the default sources, inside a container
     /// narrowed to `view` (see [`discover_view`]).
     ///
-    /// # CoreErrors
+    /// # Errors
     /// As [`discover()`].
     pub fn discover_in(root: Option<&Path>, view: View) -> Result<Topology, CoreError> {
         discover_view(&open_root(root)?, Needs::ALL, view)
@@ -204,7 +204,7 @@ mod entry {
 
     /// Discover an opened root with the default sources.
     ///
-    /// # CoreErrors
+    /// # Errors
     /// When the root holds no sysfs.
     pub fn discover_fs(fs: &Sysfs) -> Result<Topology, CoreError> {
         discover_needs(fs, Needs::ALL)
@@ -212,7 +212,7 @@ mod entry {
 
     /// Discover an opened root with the default sources, reading only what `needs` asks for.
     ///
-    /// # CoreErrors
+    /// # Errors
     /// When the root holds no sysfs.
     pub fn discover_needs(fs: &Sysfs, needs: Needs) -> Result<Topology, CoreError> {
         discover_view(fs, needs, View::All)
@@ -224,7 +224,7 @@ mod entry {
     /// A container is read for what the answer needs there ([`Needs::in_container`]:
     /// `topo`'s ownership header needs the netdevs).
     ///
-    /// # CoreErrors
+    /// # Errors
     /// When the root holds no sysfs.
     pub fn discover_view(fs: &Sysfs, needs: Needs, view: View) -> Result<Topology, CoreError> {
         let sources = sources::default_sources(fs);
