@@ -25,7 +25,7 @@ use crate::sources::{
 use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Component, Path};
+use std::path::Path;
 
 /// Largest total of file sizes accepted when loading an archive.
 pub const MAX_UNPACKED_BYTES: u64 = 256 << 20;
@@ -566,26 +566,25 @@ fn read_tree(
         path: label.to_string(),
         reason: "no sys/ directory at its root or in its single top directory".into(),
     })?;
-    let mut tree = MemTree::new();
+    let mut entries = Vec::with_capacity(items.len());
     let mut manifest = None;
-    for (p, e) in items {
-        let Some(rest) = p.strip_prefix(&top).filter(|r| r.starts_with('/')) else {
+    for (mut p, e) in items {
+        if !p.strip_prefix(&top).is_some_and(|r| r.starts_with('/')) {
             continue;
-        };
+        }
+        p.drain(..top.len());
         match e {
-            MemEntry::File(bytes) if rest == OVERLAY_MANIFEST => manifest = Some(bytes),
-            MemEntry::Dir | MemEntry::Symlink(_) | MemEntry::Other if rest == OVERLAY_MANIFEST => {
+            MemEntry::File(bytes) if p == OVERLAY_MANIFEST => manifest = Some(bytes),
+            MemEntry::Dir | MemEntry::Symlink(_) | MemEntry::Other if p == OVERLAY_MANIFEST => {
                 return Err(SnapshotError::NotASnapshot {
                     path: label.to_string(),
                     reason: format!("{OVERLAY_MANIFEST} is not a file"),
                 });
             }
-            e => {
-                tree.insert_normalized(rest.to_string(), e);
-            }
+            e => entries.push((p, e)),
         }
     }
-    Ok((manifest, tree))
+    Ok((manifest, MemTree::from_normalized(entries)))
 }
 
 /// A stream read forward only, which seeks forward by reading. tar skips the padding and
@@ -669,24 +668,25 @@ fn read_items(
                 });
             }
             budget.entries -= 1;
-            let raw = entry.path().map_err(io)?.into_owned();
-            let shown = raw.display().to_string();
+            let bytes = entry.path_bytes();
+            let raw = String::from_utf8_lossy(&bytes);
             let unsafe_entry = |reason| SnapshotError::UnsafeEntry {
                 path: label.to_string(),
-                entry: shown.clone(),
+                entry: raw.to_string(),
                 reason,
             };
-            let mut clean = String::new();
-            for c in raw.components() {
-                match c {
-                    Component::Normal(p) => {
+            // `/a/b`: no empty or `.` component; `..` and absolute paths refused.
+            if raw.starts_with('/') {
+                return Err(unsafe_entry("is an absolute path"));
+            }
+            let mut clean = String::with_capacity(raw.len() + 1);
+            for part in raw.split('/') {
+                match part {
+                    "" | "." => {}
+                    ".." => return Err(unsafe_entry("contains `..`")),
+                    name => {
                         clean.push('/');
-                        clean.push_str(&p.to_string_lossy());
-                    }
-                    Component::CurDir => {}
-                    Component::ParentDir => return Err(unsafe_entry("contains `..`")),
-                    Component::RootDir | Component::Prefix(_) => {
-                        return Err(unsafe_entry("is an absolute path"));
+                        clean.push_str(name);
                     }
                 }
             }
@@ -749,23 +749,22 @@ fn read_items(
 /// root, or its single top directory.
 fn top_dir(items: &[(String, MemEntry)]) -> Option<String> {
     let holds_tree = |top: &str| {
-        let sys = format!("{top}/sys");
-        let manifest = format!("{top}{OVERLAY_MANIFEST}");
         items.iter().any(|(p, _)| {
-            p == &sys || p == &manifest || p.strip_prefix(&sys).is_some_and(|r| r.starts_with('/'))
+            p.strip_prefix(top).is_some_and(|r| {
+                r == OVERLAY_MANIFEST
+                    || r.strip_prefix("/sys").is_some_and(|r| r.is_empty() || r.starts_with('/'))
+            })
         })
     };
     if holds_tree("") {
         return Some(String::new());
     }
-    let tops: BTreeSet<&str> = items
-        .iter()
-        .filter_map(|(p, _)| p.split('/').nth(1))
-        .collect();
-    match tops.into_iter().collect::<Vec<_>>().as_slice() {
-        [one] if holds_tree(&format!("/{one}")) => Some(format!("/{one}")),
-        _ => None,
+    fn top_of(path: &str) -> Option<&str> {
+        path.split('/').nth(1)
     }
+    let one = top_of(&items.first()?.0)?;
+    let top = format!("/{one}");
+    (items.iter().all(|(p, _)| top_of(p) == Some(one)) && holds_tree(&top)).then_some(top)
 }
 
 /// Write `bytes` to `path` (create or replace).

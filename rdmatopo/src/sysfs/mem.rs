@@ -1,7 +1,7 @@
 //! An in-memory tree: unit tests, fuzzing, and snapshot tarballs read without unpacking.
 
 use super::backend::{Backend, EntryKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 /// One entry of a [`MemTree`].
@@ -35,9 +35,30 @@ impl MemTree {
         self.insert_normalized(normalize(path), entry)
     }
 
-    /// [`MemTree::insert`] of a path already in the form `normalize` gives (`/a/b`: no
-    /// empty, `.` or trailing component), as a snapshot's reader makes them.
-    pub(crate) fn insert_normalized(&mut self, path: String, entry: MemEntry) -> &mut Self {
+    /// The tree that inserting each entry in turn makes (a later entry at a path
+    /// replaces an earlier one; missing parent directories are created), built at once
+    /// from paths already in the form `normalize` gives (`/a/b`: no empty, `.` or
+    /// trailing component), as a snapshot's reader makes them.
+    pub(crate) fn from_normalized(mut entries: Vec<(String, MemEntry)>) -> Self {
+        // Stable: entries at one path keep their order, and the last one stays.
+        if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        let mut unique: Vec<(String, MemEntry)> = Vec::with_capacity(entries.len() + 1);
+        for (path, entry) in entries {
+            match unique.last_mut() {
+                Some(last) if last.0 == path => last.1 = entry,
+                _ => unique.push((path, entry)),
+            }
+        }
+        let missing = missing_parents(&unique);
+        unique.extend(missing.into_iter().map(|dir| (dir, MemEntry::Dir)));
+        let mut entries: BTreeMap<String, MemEntry> = unique.into_iter().collect();
+        entries.entry("/".into()).or_insert(MemEntry::Dir);
+        Self { entries }
+    }
+
+    fn insert_normalized(&mut self, path: String, entry: MemEntry) -> &mut Self {
         // Parents from the nearest up, until one exists: its own parents came with it.
         let mut missing = Vec::new();
         let mut parent = path.as_str();
@@ -179,6 +200,56 @@ impl Backend for MemTree {
     }
 }
 
+/// The parent directories of `sorted`'s paths (sorted, each once) that are not among
+/// them. Most parents are the path just before or one already seen above it; only the
+/// others are searched for.
+fn missing_parents(sorted: &[(String, MemEntry)]) -> BTreeSet<String> {
+    let exists = |dir: &str| sorted.binary_search_by(|(p, _)| p.as_str().cmp(dir)).is_ok();
+    let mut missing = BTreeSet::new();
+    // Directories known to exist or to be made, each below the one before.
+    let mut known: Vec<&str> = Vec::new();
+    let mut previous = "";
+    for (path, _) in sorted {
+        if let Some(parent) = parent_of(path) {
+            while known.last().is_some_and(|k| !within(parent, k)) {
+                known.pop();
+            }
+            let mut above = Vec::new();
+            let mut dir = parent;
+            while known.last() != Some(&dir) {
+                above.push(dir);
+                if dir != previous && !exists(dir) {
+                    missing.insert(dir.to_string());
+                }
+                match parent_of(dir) {
+                    Some(up) => dir = up,
+                    None => break,
+                }
+            }
+            known.extend(above.into_iter().rev());
+        }
+        previous = path;
+    }
+    missing
+}
+
+/// `/a` of `/a/b`, `/` of `/a`; none of `/`.
+fn parent_of(path: &str) -> Option<&str> {
+    match path.rfind('/')? {
+        0 if path.len() == 1 => None,
+        0 => Some("/"),
+        cut => Some(&path[..cut]),
+    }
+}
+
+/// Whether `path` is `dir` or below it.
+fn within(path: &str, dir: &str) -> bool {
+    dir == "/"
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 fn kind_of(entry: &MemEntry) -> EntryKind {
     match entry {
         MemEntry::Dir => EntryKind::Dir,
@@ -195,4 +266,53 @@ fn normalize(path: &str) -> String {
         out.push_str(c);
     }
     if out.is_empty() { "/".into() } else { out }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Paths whose names sort around `/` (`a-b` and `a.b` before `a/…`, `b` after), as
+    /// sysfs names do.
+    fn path() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(vec!["a", "b", "a-b", "a.b", "0"]), 1..5)
+            .prop_map(|parts| format!("/{}", parts.join("/")))
+    }
+
+    fn entry() -> impl Strategy<Value = MemEntry> {
+        prop_oneof![
+            Just(MemEntry::Dir),
+            any::<u8>().prop_map(|b| MemEntry::File(vec![b])),
+            Just(MemEntry::Symlink("../x".into())),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn built_at_once_as_inserted_one_by_one(
+            entries in prop::collection::vec((path(), entry()), 0..40),
+        ) {
+            let mut one_by_one = MemTree::new();
+            for (p, e) in &entries {
+                one_by_one.insert(p, e.clone());
+            }
+            prop_assert_eq!(MemTree::from_normalized(entries), one_by_one);
+        }
+    }
+
+    #[test]
+    fn parents_missing_from_the_entries_are_made() {
+        let tree = MemTree::from_normalized(vec![
+            ("/a/b-c".into(), MemEntry::Dir),
+            ("/a/b/c/d".into(), MemEntry::File(b"1".to_vec())),
+            ("/a/b.c/x".into(), MemEntry::Symlink("y".into())),
+        ]);
+        let paths: Vec<&str> = tree.entries().map(|(p, _)| p).collect();
+        assert_eq!(
+            paths,
+            ["/", "/a", "/a/b", "/a/b-c", "/a/b.c", "/a/b.c/x", "/a/b/c", "/a/b/c/d"]
+        );
+        assert_eq!(MemTree::from_normalized(Vec::new()), MemTree::new());
+    }
 }
