@@ -18,10 +18,10 @@ impl RootArgs {
         crate::open_root(self.root.as_deref()).map_err(|e| e.to_string())
     }
 
-    /// Discover the whole machine.
-    pub fn discover(&self) -> Result<Topology, String> {
+    /// Discover the whole machine, all of it read for `needs`.
+    pub fn discover(&self, needs: crate::Needs) -> Result<Topology, String> {
         let fs = self.open()?;
-        crate::discover_fs(&fs).map_err(|e| e.to_string())
+        crate::discover_needs(&fs, needs).map_err(|e| e.to_string())
     }
 
     /// Discover what `needs` asks for, inside a container only of its own devices

@@ -184,7 +184,7 @@ type Judged = (AuditReport, Allocation, Option<String>);
 
 /// Read every source and judge the node.
 fn judge(a: &AuditArgs, sources: &mut [SourceRead]) -> Result<Judged, String> {
-    let topo = mark(sources, "sysfs", a.root.discover())?;
+    let topo = mark(sources, "sysfs", a.root.discover(crate::Needs::ALL))?;
     let mut opts = mark(sources, "rdma-shared-config", options(a))?;
     let source = if a.allocation.is_some() {
         "allocation-file"

@@ -327,7 +327,7 @@ fn plugin_output<T: Serialize>(
 }
 
 fn shared(a: &SharedArgs) -> Result<Output, String> {
-    let topo = a.root.discover()?;
+    let topo = a.root.discover(crate::Needs::K8S)?;
     let opts = SharedDevPluginOptions {
         rdma_hca_max: a.rdma_hca_max,
         resource_prefix: a.resource_prefix.clone(),
@@ -345,7 +345,7 @@ fn shared(a: &SharedArgs) -> Result<Output, String> {
 }
 
 fn sriov(a: &SriovArgs) -> Result<Output, String> {
-    let topo = a.root.discover()?;
+    let topo = a.root.discover(crate::Needs::K8S)?;
     let opts = SriovDpOptions {
         resource_prefix: a.resource_prefix.clone(),
         pool_by: a.pool_by.into(),
@@ -363,7 +363,7 @@ fn sriov(a: &SriovArgs) -> Result<Output, String> {
 
 /// The feature file for the root, with the expiry counted from now.
 fn nfd_file(a: &NfdArgs) -> Result<(String, usize), String> {
-    let topo = a.root.discover()?;
+    let topo = a.root.discover(crate::Needs::K8S)?;
     let opts = NfdOptions {
         prefix: a.label_prefix.clone(),
     };
@@ -406,7 +406,7 @@ fn nfd_print(a: &NfdArgs) -> Result<Output, String> {
     if a.format == NfdFormat::Features {
         return nfd_file(a).map(|(text, _)| Output::ok(text));
     }
-    let topo = a.root.discover()?;
+    let topo = a.root.discover(crate::Needs::K8S)?;
     let opts = NfdOptions {
         prefix: a.label_prefix.clone(),
     };
@@ -422,7 +422,7 @@ fn nfd_print(a: &NfdArgs) -> Result<Output, String> {
 }
 
 fn pod(a: &PodArgs) -> Result<Output, String> {
-    let topo = a.root.discover()?;
+    let topo = a.root.discover(crate::Needs::K8S)?;
     let opts = PodOptions {
         gpus: a.gpus,
         network: match a.network {
@@ -484,7 +484,7 @@ fn pod(a: &PodArgs) -> Result<Output, String> {
 fn dra(a: &DraArgs) -> Result<Output, String> {
     use crate::export::dra::{self, DraOptions};
     use crate::view::dra::DraDriver;
-    let topo = a.root.discover()?;
+    let topo = a.root.discover(crate::Needs::K8S)?;
     let GpuDriverArg::NvidiaGpu = a.gpu_driver;
     let opts = DraOptions {
         gpus: a.gpus as usize,

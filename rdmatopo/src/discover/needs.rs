@@ -274,6 +274,17 @@ impl Needs {
         ..Self::ALL
     };
 
+    /// The `k8s` generators (device plugin configs, node labels, pods, DRA claims): the
+    /// whole model but each port's GID table past NCCL's choice, which no generated
+    /// object states (a label names the rails' GID index, that choice). On an SR-IOV
+    /// host the tables are most of the files. The tests of `export::k8s` hold every
+    /// generator's output so read equal to its output from [`Needs::ALL`] on every
+    /// fixture.
+    pub(crate) const K8S: Self = Self {
+        gids: GidFacts::UpToChoice,
+        ..Self::ALL
+    };
+
     /// What this answer reads inside a container: its own needs and the ownership view
     /// (the process view, uverbs nodes, the RDMA netns mode and the default route, this
     /// namespace's netdevs by kind and link, the ports they are on and the GID slots up

@@ -734,3 +734,83 @@ fn sriov_network_follows_the_link_layer_address_and_mtu_of_its_rails() {
     let (nad, _) = sriov_network("net-u", "nvidia.com/vf_u", &[&unknown]);
     assert_eq!(plugins(&nad).len(), 1, "no tuning without an MTU");
 }
+
+/// The `k8s` commands read for `Needs::K8S` (no GID slot past NCCL's choice): each
+/// generator answers as from a whole read, on every fixture and with each option that
+/// changes what it reads of the node.
+#[test]
+fn k8s_needs_give_every_generator_the_whole_answer() {
+    use crate::export::dra::{DraOptions, dra_claim, resource_slices};
+    use crate::view::dra::DraDriver;
+    let fixtures = all_fixtures();
+    assert!(fixtures.len() >= 40, "only {} fixtures", fixtures.len());
+    for name in fixtures {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures")
+            .join(&name)
+            .join("root.tar.gz");
+        let tree = crate::snapshot::load(&root).unwrap();
+        let read = |needs| {
+            let fs = crate::Sysfs::memory(tree.clone(), root.display().to_string());
+            crate::discover_needs(&fs, needs).unwrap()
+        };
+        let (whole, k8s) = (read(crate::Needs::ALL), read(crate::Needs::K8S));
+        let shared = SharedDevPluginOptions::default();
+        assert_eq!(
+            rdma_shared_dev_plugin(&k8s, &shared),
+            rdma_shared_dev_plugin(&whole, &shared),
+            "{name}: rdma-shared-dev-plugin"
+        );
+        for pool_by in [PoolBy::Rail, PoolBy::Switch] {
+            let opts = SriovDpOptions {
+                pool_by,
+                include_excluded: true,
+                ..Default::default()
+            };
+            assert_eq!(
+                sriov_device_plugin(&k8s, &opts),
+                sriov_device_plugin(&whole, &opts),
+                "{name}: sriov-device-plugin {pool_by:?}"
+            );
+        }
+        let nfd = NfdOptions::default();
+        assert_eq!(
+            nfd_labels(&k8s, &nfd),
+            nfd_labels(&whole, &nfd),
+            "{name}: nfd"
+        );
+        for gpus in [1, 2, 8] {
+            for network in [PodNetwork::RdmaShared, PodNetwork::Sriov] {
+                let opts = PodOptions {
+                    gpus,
+                    network,
+                    kind: WorkloadKind::Job,
+                    ..Default::default()
+                };
+                assert_eq!(
+                    pod(&k8s, &opts),
+                    pod(&whole, &opts),
+                    "{name}: pod {gpus} {network:?}"
+                );
+            }
+            for nic_driver in [DraDriver::Dranet, DraDriver::Sriov] {
+                let opts = DraOptions {
+                    gpus: gpus as usize,
+                    nic_driver,
+                    name: "claim".into(),
+                    namespace: None,
+                };
+                assert_eq!(
+                    dra_claim(&k8s, &opts),
+                    dra_claim(&whole, &opts),
+                    "{name}: dra {gpus} {nic_driver:?}"
+                );
+            }
+        }
+        assert_eq!(
+            resource_slices(&k8s, "node-a"),
+            resource_slices(&whole, "node-a"),
+            "{name}: resource slices"
+        );
+    }
+}
