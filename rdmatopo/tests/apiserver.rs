@@ -15,7 +15,7 @@
 #![cfg(feature = "apiserver")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use rdmatopo::export::dra;
 use rdmatopo::model::allocation::{

@@ -7,7 +7,7 @@
 #![cfg(feature = "kubelet")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use rdmatopo::sources::kubelet::proto::pod_resources_lister_server::{
     PodResourcesLister, PodResourcesListerServer,

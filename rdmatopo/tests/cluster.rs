@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod fleet;
-mod support;
+use crate::fleet;
+use crate::support;
 
 use fleet::Fault;
 use rdmatopo::Topology;

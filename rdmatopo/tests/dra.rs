@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 
 use cel_interpreter::{Context, Program, Value};
 use rdmatopo::Topology;

@@ -1,6 +1,7 @@
 //! Golden tests: every command on every fixture, compared with
-//! `fixtures/<name>/expected/<case>`. `RDMATOPO_BLESS=1 cargo test --test golden`
-//! rewrites the expected files (review the diff before committing).
+//! `fixtures/<name>/expected/<case>`.
+//! `RDMATOPO_BLESS=1 cargo test -p rdmatopo --test integration golden::` rewrites the
+//! expected files (review the diff before committing).
 //!
 //! Add a command by adding a line to `CASES` (tests/support/goldens.rs).
 //!
@@ -10,7 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

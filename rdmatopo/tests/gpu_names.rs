@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 use regex::Regex;
 use std::collections::BTreeSet;
 use std::path::Path;

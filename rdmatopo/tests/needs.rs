@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 use rdmatopo::model::Port;
 use rdmatopo::view::TopoMatrix;
 use rdmatopo::view::affinity::numa_of;

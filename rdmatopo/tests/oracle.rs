@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 use rdmatopo::view::TopoMatrix;
 use rdmatopo::view::container::ContainerView;
 use std::collections::BTreeMap;

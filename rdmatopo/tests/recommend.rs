@@ -5,7 +5,7 @@
 // Helpers outside #[test] functions panic on purpose too.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 use rdmatopo::export::nccl_xml::{self, XmlOptions};
 use rdmatopo::view::plan::preferred_hcas;
 use rdmatopo::view::{PathClass, TopoMatrix};

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 use rdmatopo::Sysfs;
 use rdmatopo::checks::doctor;
 use rdmatopo::snapshot::{Capture, Options, load_reader};

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
 use rdmatopo::parse::PciAddr;
 use rdmatopo::{Needs, discover_needs};
 

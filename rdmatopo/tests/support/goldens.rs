@@ -3,9 +3,6 @@
 //! tests/golden.rs. Tests that read an answer (a parser written for the tool it mirrors,
 //! a schema, a name) read it here rather than running the command again.
 
-// Not every test binary that includes this module uses every item.
-#![allow(dead_code)]
-
 use std::path::Path;
 
 /// (expected file name, arguments after `rdmatopo`; `{root}` is the fixture root).

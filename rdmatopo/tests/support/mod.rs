@@ -22,7 +22,6 @@ pub fn fixtures_dir() -> PathBuf {
 
 /// Every fixture directory (each folder of `fixtures/` but `tools/`), sorted. A folder
 /// without its `root.tar.gz` fails the test rather than being passed over.
-#[allow(dead_code)] // not every test binary that includes this module uses it
 pub fn fixture_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
         .unwrap_or_else(|e| panic!("{}: {e}", fixtures_dir().display()))
@@ -47,7 +46,6 @@ pub fn fixture_dirs() -> Vec<PathBuf> {
 }
 
 /// Every fixture's archive, sorted by fixture name.
-#[allow(dead_code)]
 pub fn fixture_roots() -> Vec<PathBuf> {
     fixture_dirs()
         .into_iter()
@@ -56,7 +54,6 @@ pub fn fixture_roots() -> Vec<PathBuf> {
 }
 
 /// The archive of fixture `name`.
-#[allow(dead_code)]
 pub fn root(name: &str) -> PathBuf {
     let archive = fixtures_dir().join(name).join("root.tar.gz");
     assert!(archive.is_file(), "no fixture {}", archive.display());
@@ -64,8 +61,7 @@ pub fn root(name: &str) -> PathBuf {
 }
 
 /// A reader of the archive `root`, as `rdmatopo::open_root` makes it; each archive is
-/// unpacked into memory once per test binary.
-#[allow(dead_code)]
+/// unpacked into memory once per test run.
 pub fn open(root: &Path) -> Sysfs {
     static TREES: OnceLock<Mutex<HashMap<PathBuf, MemTree>>> = OnceLock::new();
     let trees = TREES.get_or_init(Mutex::default);
@@ -88,7 +84,6 @@ pub fn open(root: &Path) -> Sysfs {
 
 /// `tree` without any PCI function's `uevent`, as a capture that leaves it out: a
 /// reader then takes each function's class and ids from its attribute files.
-#[allow(dead_code)] // not every test binary that includes this module uses it
 pub fn without_pci_uevents(tree: &rdmatopo::sysfs::MemTree) -> rdmatopo::sysfs::MemTree {
     let mut without = tree.clone();
     let uevents: Vec<String> = tree
@@ -103,10 +98,9 @@ pub fn without_pci_uevents(tree: &rdmatopo::sysfs::MemTree) -> rdmatopo::sysfs::
 }
 
 /// `f` of each item, on as many threads as the machine has (no more than the items), in
-/// the items' order. A test that runs the command over every fixture is one test, and
-/// `cargo test` runs one test binary at a time: alone, it would keep one core busy.
+/// the items' order. A test that runs the command over every fixture is one test: on one
+/// thread, it would be the run's last test by far.
 /// A panic in `f` fails the test, as it would on the test's own thread.
-#[allow(dead_code)] // not every test binary that includes this module uses it
 pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
