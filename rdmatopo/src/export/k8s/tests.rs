@@ -742,6 +742,14 @@ fn sriov_network_follows_the_link_layer_address_and_mtu_of_its_rails() {
 fn k8s_needs_give_every_generator_the_whole_answer() {
     use crate::export::dra::{DraOptions, dra_claim, resource_slices};
     use crate::view::dra::DraDriver;
+    /// `answer` of the K8S read against `answer` of the whole read.
+    fn same<T: PartialEq + std::fmt::Debug>(
+        (k8s, whole): (&Topology, &Topology),
+        what: &str,
+        answer: impl Fn(&Topology) -> T,
+    ) {
+        assert_eq!(answer(k8s), answer(whole), "{what}");
+    }
     let fixtures = all_fixtures();
     assert!(fixtures.len() >= 40, "only {} fixtures", fixtures.len());
     for name in fixtures {
@@ -754,31 +762,24 @@ fn k8s_needs_give_every_generator_the_whole_answer() {
             let fs = crate::Sysfs::memory(tree.clone(), root.display().to_string());
             crate::discover_needs(&fs, needs).unwrap()
         };
-        let (whole, k8s) = (read(crate::Needs::ALL), read(crate::Needs::K8S));
+        let (k8s, whole) = (read(crate::Needs::K8S), read(crate::Needs::ALL));
+        let both = (&k8s, &whole);
         let shared = SharedDevPluginOptions::default();
-        assert_eq!(
-            rdma_shared_dev_plugin(&k8s, &shared),
-            rdma_shared_dev_plugin(&whole, &shared),
-            "{name}: rdma-shared-dev-plugin"
-        );
+        same(both, &format!("{name}: rdma-shared-dev-plugin"), |t| {
+            rdma_shared_dev_plugin(t, &shared)
+        });
         for pool_by in [PoolBy::Rail, PoolBy::Switch] {
             let opts = SriovDpOptions {
                 pool_by,
                 include_excluded: true,
                 ..Default::default()
             };
-            assert_eq!(
-                sriov_device_plugin(&k8s, &opts),
-                sriov_device_plugin(&whole, &opts),
-                "{name}: sriov-device-plugin {pool_by:?}"
-            );
+            same(both, &format!("{name}: sriov-device-plugin {pool_by:?}"), |t| {
+                sriov_device_plugin(t, &opts)
+            });
         }
         let nfd = NfdOptions::default();
-        assert_eq!(
-            nfd_labels(&k8s, &nfd),
-            nfd_labels(&whole, &nfd),
-            "{name}: nfd"
-        );
+        same(both, &format!("{name}: nfd"), |t| nfd_labels(t, &nfd));
         for gpus in [1, 2, 8] {
             for network in [PodNetwork::RdmaShared, PodNetwork::Sriov] {
                 let opts = PodOptions {
@@ -787,11 +788,7 @@ fn k8s_needs_give_every_generator_the_whole_answer() {
                     kind: WorkloadKind::Job,
                     ..Default::default()
                 };
-                assert_eq!(
-                    pod(&k8s, &opts),
-                    pod(&whole, &opts),
-                    "{name}: pod {gpus} {network:?}"
-                );
+                same(both, &format!("{name}: pod {gpus} {network:?}"), |t| pod(t, &opts));
             }
             for nic_driver in [DraDriver::Dranet, DraDriver::Sriov] {
                 let opts = DraOptions {
@@ -800,17 +797,13 @@ fn k8s_needs_give_every_generator_the_whole_answer() {
                     name: "claim".into(),
                     namespace: None,
                 };
-                assert_eq!(
-                    dra_claim(&k8s, &opts),
-                    dra_claim(&whole, &opts),
-                    "{name}: dra {gpus} {nic_driver:?}"
-                );
+                same(both, &format!("{name}: dra {gpus} {nic_driver:?}"), |t| {
+                    dra_claim(t, &opts)
+                });
             }
         }
-        assert_eq!(
-            resource_slices(&k8s, "node-a"),
-            resource_slices(&whole, "node-a"),
-            "{name}: resource slices"
-        );
+        same(both, &format!("{name}: resource slices"), |t| {
+            resource_slices(t, "node-a")
+        });
     }
 }
