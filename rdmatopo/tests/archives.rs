@@ -1,8 +1,8 @@
 //! Every fixture is stored as one archive, `fixtures/<name>/root.tar.gz` (pod and fault
-//! variants as overlays on their base). The product and the Rust tests read the archive
-//! as `--root`; the C and Python tests read the directory that `fixtures/tools/unpack.py`
-//! makes of it. Both must be the same machine: the model (`inventory`) and the doctor's
-//! judgement, evidence paths included, agree on every fixture.
+//! variants as overlays on their base). Most Rust tests read the archive as `--root`; the
+//! golden, C and Python tests read the directory that `fixtures/tools/unpack.py` makes of
+//! it. Both must be the same machine: the model (`inventory`) and the doctor's judgement,
+//! evidence paths included, agree on every fixture.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -29,26 +29,9 @@ fn run(args: &[&str], root: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).replace(&root.display().to_string(), "<root>")
 }
 
-/// The directory form of every fixture, as `fixtures/tools/unpack.py` writes it for the
-/// C and Python tests (it keeps what is current).
-fn unpack(dir: &Path) {
-    let script = dir.join("tools/unpack.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .output()
-        .unwrap_or_else(|e| panic!("python3 {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "python3 {} failed:\n{}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn archive_and_directory_are_the_same_machine() {
     let dir = support::fixtures_dir();
-    unpack(&dir);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| {
@@ -74,7 +57,7 @@ fn archive_and_directory_are_the_same_machine() {
     assert!(overlays >= 10, "only {overlays} fixtures are overlays");
     support::par_map(&names, |name| {
         let archive = dir.join(name).join("root.tar.gz");
-        let tree = dir.join(name).join("root");
+        let tree = support::unpacked(&dir.join(name));
         for args in [
             &["inventory", "--format", "json"][..],
             &["doctor", "--format", "json"][..],

@@ -1,5 +1,7 @@
 //! Golden tests: every command on every fixture, compared with
-//! `fixtures/<name>/expected/<case>`.
+//! `fixtures/<name>/expected/<case>`. The command reads each fixture's directory form
+//! (`support::unpacked`), through the filesystem as on a machine; tests/archives.rs holds
+//! the archive to the same answers.
 //! `RDMATOPO_BLESS=1 cargo test -p rdmatopo --test integration golden::` rewrites the
 //! expected files (review the diff before committing).
 //!
@@ -34,7 +36,7 @@ fn program() -> PathBuf {
 }
 
 fn run_case(fixture: &Path, args: &[&str]) -> String {
-    let root = fixture.join("root.tar.gz");
+    let root = support::unpacked(fixture);
     let args: Vec<String> = args
         .iter()
         .map(|a| a.replace("{root}", &root.display().to_string()))

@@ -1,8 +1,9 @@
 //! The fixtures, read as the product reads them.
 //!
 //! Each fixture is one archive, `fixtures/<name>/root.tar.gz` (an overlay on its base for
-//! pod and fault variants), and the tests read it directly, as `--root` does. Only
-//! tests/archives.rs looks at the directory form that the C and Python tests read.
+//! pod and fault variants), and the tests read it directly, as `--root` does. The golden
+//! tests read its directory form (`unpacked`), as the command reads a machine's `/sys`;
+//! tests/archives.rs holds the two forms to one answer.
 
 // A test cannot run without its fixtures: a missing one panics, naming the path.
 #![allow(clippy::panic)]
@@ -58,6 +59,29 @@ pub fn root(name: &str) -> PathBuf {
     let archive = fixtures_dir().join(name).join("root.tar.gz");
     assert!(archive.is_file(), "no fixture {}", archive.display());
     archive
+}
+
+/// The directory form of fixture `dir` (`<dir>/root`), as `fixtures/tools/unpack.py`
+/// writes it for the C and Python tests; the script runs once per test program and
+/// replaces only what its archive no longer matches.
+pub fn unpacked(dir: &Path) -> PathBuf {
+    static UNPACKED: OnceLock<()> = OnceLock::new();
+    UNPACKED.get_or_init(|| {
+        let script = fixtures_dir().join("tools/unpack.py");
+        let out = std::process::Command::new("python3")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("python3 {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "python3 {} failed:\n{}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    let root = dir.join("root");
+    assert!(root.is_dir(), "{}: not unpacked", root.display());
+    root
 }
 
 /// A reader of the archive `root`, as `rdmatopo::open_root` makes it; each archive is
