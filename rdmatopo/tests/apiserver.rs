@@ -225,7 +225,7 @@ fn claim_pod(name: &str, pool: &str, devices: &[(&str, &str)]) -> PodAllocation 
 /// GPU (judged whatever the API server says).
 fn node() -> Node {
     let root = support::root("host-h100-sriov");
-    let topo = rdmatopo::discover(Some(&root)).unwrap();
+    let topo = support::discover(&root);
     let mut slices = Vec::new();
     for n in ["node-a", "node-b"] {
         let list = dra::resource_slices(&topo, n);

@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::support;
 use rdmatopo::Topology;
 use rdmatopo::parse::PciAddr;
 use rdmatopo::view::affinity::TopoMatrix;
@@ -16,10 +17,7 @@ use rdmatopo::view::plan::{Plan, PlanOptions};
 use std::path::PathBuf;
 
 fn tray() -> Topology {
-    let archive = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures"))
-        .join("gb300-cx8-dd")
-        .join("root.tar.gz");
-    rdmatopo::discover(Some(&archive)).unwrap()
+    support::discover(&support::root("gb300-cx8-dd"))
 }
 
 #[test]

@@ -8,7 +8,7 @@ use rdmatopo::checks::doctor::{self, Outcome, Report};
 
 fn report(name: &str) -> Report {
     let root = support::root(name);
-    doctor::run(&rdmatopo::discover(Some(&root)).unwrap())
+    doctor::run(&support::discover(&root))
 }
 
 fn outcome(r: &Report, check: &str) -> Outcome {
@@ -64,7 +64,7 @@ fn pod_without_uverbs() {
 fn acs_redirect_on_the_switch_the_doctor_recommends() {
     // The whole read, and the pod's own (narrowed) view that `rdmatopo doctor` uses.
     let root = support::root("pod-h100-acs-redirect");
-    let owned = rdmatopo::discover_in(Some(&root), rdmatopo::View::Owned).unwrap();
+    let owned = support::discover_in(&root, rdmatopo::View::Owned);
     assert!(owned.view.is_some(), "not narrowed");
     let r = report("pod-h100-acs-redirect");
     assert_eq!(doctor::run(&owned), r);
@@ -117,7 +117,7 @@ fn the_same_pod_without_faults() {
 #[test]
 fn exclusive_netns_pod_sees_and_judges_its_own_device() {
     let root = support::root("pod-h100-rdma-exclusive");
-    let topo = rdmatopo::discover(Some(&root)).unwrap();
+    let topo = support::discover(&root);
     assert_eq!(
         topo.host.rdma_netns_mode,
         Some(rdmatopo::model::NetnsMode::Exclusive)
@@ -268,12 +268,9 @@ fn macvlan_pod_gid_is_its_namespaces_on_every_driver() {
             note, "RoCE v2 IPv4 GID per port: mlx5_9: 5 (10.109.0.131)",
             "{name}"
         );
-        let plan = rdmatopo::view::gid::choose_gid(
-            &rdmatopo::discover(Some(&support::root(name))).unwrap(),
-            "mlx5_9",
-            1,
-        )
-        .unwrap();
+        let plan =
+            rdmatopo::view::gid::choose_gid(&support::discover(&support::root(name)), "mlx5_9", 1)
+                .unwrap();
         assert_eq!(
             (plan.index, plan.netdev.as_deref()),
             (5, Some("net1")),
@@ -331,7 +328,7 @@ fn gids_marks_other_namespaces_rows() {
 fn forced_gid_index_on_a_host_gid_is_an_error() {
     for name in ["pod-macvlan-inbox", "pod-macvlan-ofed"] {
         let root = support::root(name);
-        let mut topo = rdmatopo::discover(Some(&root)).unwrap();
+        let mut topo = support::discover(&root);
         topo.process
             .env
             .insert("NCCL_IB_GID_INDEX".into(), "3".into());

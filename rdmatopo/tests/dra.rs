@@ -23,7 +23,7 @@ fn host_fixtures() -> Vec<(String, Topology)> {
     let mut out = Vec::new();
     for dir in support::fixture_dirs() {
         let n = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let topo = rdmatopo::discover(Some(&dir.join("root.tar.gz"))).unwrap();
+        let topo = support::discover(&dir.join("root.tar.gz"));
         // A pod's fixtures are container views of a host, not hosts.
         if n.starts_with("pod-") || topo.view.is_some() {
             continue;
@@ -331,8 +331,7 @@ fn every_allocation_of_the_generated_claim_keeps_each_gpu_at_its_best_class() {
 
 #[test]
 fn sriov_vfs_carry_their_pfs_root_and_numa_and_dranet_no_pci_bus_id() {
-    let dir = support::fixtures_dir();
-    let topo = rdmatopo::discover(Some(&dir.join("host-h100-sriov/root"))).unwrap();
+    let topo = support::discover(&support::root("host-h100-sriov"));
     let vfs = nic_devices(&topo, DraDriver::Sriov);
     assert!(!vfs.is_empty());
     for vf in &vfs {
@@ -365,8 +364,7 @@ fn sriov_vfs_carry_their_pfs_root_and_numa_and_dranet_no_pci_bus_id() {
 /// per-pair pcieRoot claim falls short and the generated claim must not use it.
 #[test]
 fn a_root_with_two_switches_is_not_enough_for_pcie_root() {
-    let dir = support::fixtures_dir();
-    let mut topo = rdmatopo::discover(Some(&dir.join("h100-dgx/root"))).unwrap();
+    let mut topo = support::discover(&support::root("h100-dgx"));
     let hb = |i: usize| {
         topo.pci_function(topo.gpus[i].pci)
             .unwrap()
@@ -421,8 +419,7 @@ fn the_cli_judges_dra_pods_from_saved_slices() {
     use rdmatopo::model::allocation::{
         Allocation, ClaimAllocation, ClaimDevice, ContainerAllocation, PodAllocation,
     };
-    let dir = support::fixtures_dir();
-    let root = dir.join("host-h100-sriov/root");
+    let root = support::unpacked(&support::fixtures_dir().join("host-h100-sriov"));
     let topo = rdmatopo::discover(Some(&root)).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let slices = tmp.path().join("slices.json");

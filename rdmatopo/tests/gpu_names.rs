@@ -9,6 +9,7 @@ use crate::support;
 use regex::Regex;
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::LazyLock;
 
 /// The commands that name GPUs, each a golden case.
 const COMMANDS: &[&[&str]] = &[
@@ -33,11 +34,10 @@ fn run(fixture: &Path, args: &[&str]) -> String {
         .join(" ")
 }
 
-/// Every name `text` gives the GPU at `pci`, in each form the commands print
-/// (`host GPU1` included: a name, not `GPU1` with a word before it).
-fn names_of(text: &str, pci: &str) -> BTreeSet<String> {
-    let pci = regex::escape(pci);
-    let forms = [
+/// The forms the commands name a GPU in, each capturing the name and the PCI address.
+static FORMS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    let pci = r"([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])";
+    [
         // doctor's and the plan's labels: `GPU0 (host GPU5, 0000:c3:00.0)`
         format!(r"\b((?:host )?GPU\d+) \((?:host GPU\d+, )?{pci}\)"),
         // topo's header: `GPU0 = host GPU5 at 0000:c3:00.0`
@@ -46,14 +46,21 @@ fn names_of(text: &str, pci: &str) -> BTreeSet<String> {
         format!(r#""name": "(GPU\d+)", "pci": "{pci}""#),
         // inventory's rows: `GPU0 (host GPU5)  0000:c3:00.0`
         format!(r"\b((?:host )?GPU\d+)(?: \(host GPU\d+\))? {pci} "),
-    ];
-    let mut out = BTreeSet::new();
-    for f in forms {
-        for c in Regex::new(&f).unwrap().captures_iter(text) {
-            out.insert(c[1].to_string());
-        }
-    }
-    out
+    ]
+    .iter()
+    .map(|f| Regex::new(f).unwrap())
+    .collect()
+});
+
+/// Every name `text` gives the GPU at `pci`, in each form the commands print
+/// (`host GPU1` included: a name, not `GPU1` with a word before it).
+fn names_of(text: &str, pci: &str) -> BTreeSet<String> {
+    FORMS
+        .iter()
+        .flat_map(|form| form.captures_iter(text))
+        .filter(|c| &c[2] == pci)
+        .map(|c| c[1].to_string())
+        .collect()
 }
 
 #[test]
@@ -68,10 +75,10 @@ fn every_command_names_a_pods_gpus_alike() {
         .collect();
     support::par_map(&pods, |dir| {
         let root = dir.join("root.tar.gz");
-        let topo = rdmatopo::discover_in(Some(&root), rdmatopo::View::Owned).unwrap();
+        let topo = support::discover_in(&root, rdmatopo::View::Owned);
         let names = rdmatopo::view::GpuNames::of(&topo);
         // The numbering is the container's, not the read's: a whole read numbers alike.
-        let whole = rdmatopo::discover_in(Some(&root), rdmatopo::View::All).unwrap();
+        let whole = support::discover_in(&root, rdmatopo::View::All);
         assert_eq!(
             rdmatopo::view::GpuNames::of(&whole),
             names,

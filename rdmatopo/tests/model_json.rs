@@ -10,7 +10,7 @@ use rdmatopo::Topology;
 fn every_fixture_model_round_trips_through_json() {
     let mut checked = 0;
     for root in support::fixture_roots() {
-        let topo = rdmatopo::discover(Some(&root)).unwrap();
+        let topo = support::discover(&root);
         let back = Topology::from_json(&topo.to_json()).unwrap();
         assert!(
             back == topo,
@@ -28,7 +28,7 @@ fn every_fixture_model_round_trips_through_json() {
 #[test]
 fn inventory_version_1_with_decimal_ids_reads_back() {
     let root = support::root("dual-socket-pcie");
-    let topo = rdmatopo::discover(Some(&root)).unwrap();
+    let topo = support::discover(&root);
     let mut v2: serde_json::Value = serde_json::from_str(&rdmatopo::inventory_json(&topo)).unwrap();
     assert_eq!(v2["schema"], "rdmatopo.inventory/2");
     // The H100 PCIe (10de:2331, 3D controller) as its sysfs files spell it.

@@ -50,11 +50,8 @@ fn exec_sets_the_plan_and_keeps_what_the_user_set() {
     let Some(root) = fixture("h100-dgx") else {
         return;
     };
-    let plan = rdmatopo::view::plan::Plan::compute(
-        &rdmatopo::discover(Some(&root)).unwrap(),
-        &Default::default(),
-    )
-    .unwrap();
+    let plan = rdmatopo::view::plan::Plan::compute(&support::discover(&root), &Default::default())
+        .unwrap();
     let hca = plan.env["NCCL_IB_HCA"].clone();
     let sock = plan.env["NCCL_SOCKET_IFNAME"].clone();
 
@@ -174,7 +171,7 @@ fn pairing(t: &rdmatopo::Topology) -> BTreeMap<String, (Vec<String>, PathClass)>
 #[test]
 fn topology_files_of_every_fixture_read_back_the_same() {
     for root in fixtures() {
-        let t = rdmatopo::discover(Some(&root)).unwrap();
+        let t = support::discover(&root);
         // The PFs' names and places, as the model has them: a Data Direct device's
         // `_dma` entry is NCCL's other name for it (tests/data_direct.rs).
         let x = nccl_xml::write(

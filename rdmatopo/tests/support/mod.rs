@@ -106,6 +106,18 @@ pub fn open(root: &Path) -> Sysfs {
     Sysfs::memory(tree, root.display().to_string())
 }
 
+/// What `rdmatopo::discover` reads of the archive `root`, its tree unpacked once per
+/// test run ([`open`]).
+pub fn discover(root: &Path) -> rdmatopo::Topology {
+    discover_in(root, rdmatopo::View::All)
+}
+
+/// What `rdmatopo::discover_in` reads of the archive `root` for `view` ([`open`]).
+pub fn discover_in(root: &Path, view: rdmatopo::View) -> rdmatopo::Topology {
+    rdmatopo::discover_view(&open(root), rdmatopo::Needs::ALL, view)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+}
+
 /// `tree` without any PCI function's `uevent`, as a capture that leaves it out: a
 /// reader then takes each function's class and ids from its attribute files.
 pub fn without_pci_uevents(tree: &rdmatopo::sysfs::MemTree) -> rdmatopo::sysfs::MemTree {
