@@ -5,6 +5,7 @@ use crate::error::rdmatopo_status;
 use crate::topology::{rdmatopo_topology, rdmatopo_topology_from_json};
 use rdmatopo::TopoMatrix;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
@@ -31,20 +32,32 @@ fn fixtures() -> Vec<PathBuf> {
     v
 }
 
-fn handle(root: &std::path::Path) -> rdmatopo_topology {
-    rdmatopo_topology::new(
-        rdmatopo::Discovery::root(root)
-            .view(rdmatopo::View::All)
-            .run()
-            .unwrap(),
-    )
-    .unwrap()
+/// Every fixture's archive with its whole read, each discovered once for all the tests
+/// here.
+fn reads() -> &'static [(PathBuf, rdmatopo::Topology)] {
+    static READS: OnceLock<Vec<(PathBuf, rdmatopo::Topology)>> = OnceLock::new();
+    READS.get_or_init(|| {
+        fixtures()
+            .into_iter()
+            .map(|root| {
+                let topo = rdmatopo::Discovery::root(&root)
+                    .view(rdmatopo::View::All)
+                    .run()
+                    .unwrap();
+                (root, topo)
+            })
+            .collect()
+    })
+}
+
+fn handle(topo: &rdmatopo::Topology) -> rdmatopo_topology {
+    rdmatopo_topology::new(topo.clone()).unwrap()
 }
 
 #[test]
 fn path_classes_match_the_topo_matrix() {
-    for root in fixtures() {
-        let h = handle(&root);
+    for (root, topo) in reads() {
+        let h = handle(topo);
         let m = TopoMatrix::for_topology(h.topology());
         for a in m.devices() {
             for b in m.devices() {
@@ -64,8 +77,8 @@ fn path_classes_match_the_topo_matrix() {
 
 #[test]
 fn nearest_nics_are_the_closest_in_the_matrix_row() {
-    for root in fixtures() {
-        let h = handle(&root);
+    for (root, topo) in reads() {
+        let h = handle(topo);
         let m = TopoMatrix::for_topology(h.topology());
         let nics: Vec<_> = m.devices().iter().filter(|d| d.kind == "nic").collect();
         for gpu in m.devices().iter().filter(|d| d.kind == "gpu") {
@@ -102,8 +115,8 @@ fn nearest_nics_are_the_closest_in_the_matrix_row() {
 
 #[test]
 fn json_round_trips_to_the_same_json() {
-    for root in fixtures() {
-        let h = handle(&root);
+    for (root, topo) in reads() {
+        let h = handle(topo);
         let json = std::ffi::CString::new(h.json().unwrap()).unwrap();
         let mut out = std::ptr::null_mut();
         // SAFETY: a valid string and out-pointer.
@@ -142,8 +155,8 @@ fn a_nul_in_a_model_string_is_a_parse_error_not_a_truncation() {
 #[test]
 fn gpu_numa_nodes_match_the_topo_numa_affinity_column() {
     let mut derived = 0;
-    for root in fixtures() {
-        let h = handle(&root);
+    for (root, topo) in reads() {
+        let h = handle(topo);
         let topo = h.topology();
         let m = TopoMatrix::for_topology(topo);
         for (i, g) in topo.gpus.iter().enumerate() {
