@@ -1,8 +1,9 @@
 //! Every fixture is stored as one archive, `fixtures/<name>/root.tar.gz` (pod and fault
-//! variants as overlays on their base). Most Rust tests read the archive as `--root`; the
-//! golden, C and Python tests read the directory that `fixtures/tools/unpack.py` makes of
-//! it. Both must be the same machine: the model (`inventory`) and the doctor's judgement,
-//! evidence paths included, agree on every fixture.
+//! variants as overlays on their base). Most Rust tests read the archive; the golden and
+//! schema tests, the C and the Python tests read the directory that
+//! `fixtures/tools/unpack.py` makes of it. Both must be the same machine: the model
+//! (`inventory`) and the doctor's judgement, evidence paths included, agree on every
+//! fixture.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

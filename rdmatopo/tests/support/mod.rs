@@ -1,9 +1,10 @@
 //! The fixtures, read as the product reads them.
 //!
 //! Each fixture is one archive, `fixtures/<name>/root.tar.gz` (an overlay on its base for
-//! pod and fault variants), and the tests read it directly, as `--root` does. The golden
-//! tests read its directory form (`unpacked`), as the command reads a machine's `/sys`;
-//! tests/archives.rs holds the two forms to one answer.
+//! pod and fault variants), and most tests read it directly, as `--root` does (in process
+//! through `open` and `discover`: each archive unpacked into memory once). The golden and
+//! schema tests run the command on its directory form (`unpacked`), as it reads a
+//! machine's `/sys`; tests/archives.rs holds the two forms to one answer.
 
 // A test cannot run without its fixtures: a missing one panics, naming the path.
 #![allow(clippy::panic)]
