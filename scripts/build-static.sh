@@ -11,10 +11,6 @@
 #   scripts/build-static.sh            # target/static/rdmatopo, target/static/rdmatopo-nvml
 #   PROFILE=dev scripts/build-static.sh
 #                                      # the same files, unoptimised (scripts/test-all)
-#   MUSL_TARGET_DIR=target/musl scripts/build-static.sh
-#                                      # the musl build in a target directory of its
-#                                      # own, so that it builds while another cargo
-#                                      # command holds target/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=$(uname -m)
@@ -23,7 +19,6 @@ out=${OUT:-target/static}
 profile=${PROFILE:-release}
 # Where cargo writes: CARGO_TARGET_DIR, else target/; the `dev` profile to debug/.
 built=${CARGO_TARGET_DIR:-target}
-musl_built=${MUSL_TARGET_DIR:-$built}
 dir=$profile
 [ "$profile" = dev ] && dir=debug
 
@@ -39,12 +34,12 @@ if [ -z "${!cc_var:-}" ] && ! command -v "$arch-linux-musl-gcc" >/dev/null \
   echo "build-static.sh: no C compiler for $target: install musl-tools (musl-gcc)" >&2
   exit 1
 fi
-CARGO_TARGET_DIR=$musl_built cargo build --profile "$profile" --locked -p rdmatopo --bin rdmatopo \
+cargo build --profile "$profile" --locked -p rdmatopo --bin rdmatopo \
   --target "$target"
 # The helper needs only NVML; with the features the C and Python bindings build the
 # library with, the three share one build of it.
 cargo build --profile "$profile" --locked -p rdmatopo --bin rdmatopo-nvml --no-default-features \
   --features nvml,pci-names
 mkdir -p "$out"
-cp "$musl_built/$target/$dir/rdmatopo" "$built/$dir/rdmatopo-nvml" "$out/"
+cp "$built/$target/$dir/rdmatopo" "$built/$dir/rdmatopo-nvml" "$out/"
 echo "$out/rdmatopo (static, $target) and $out/rdmatopo-nvml (glibc)"
