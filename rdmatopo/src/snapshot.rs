@@ -25,7 +25,7 @@ use crate::sources::{
 use crate::sysfs::{EntryKind, MemEntry, MemTree, Sysfs, join};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Largest total of file sizes accepted when loading an archive.
 pub const MAX_UNPACKED_BYTES: u64 = 256 << 20;
@@ -474,12 +474,23 @@ impl Default for Budget {
 /// (`..`, absolute paths); when an overlay's manifest is malformed or its base is
 /// missing, not an archive, absolute, or loops back into the chain.
 pub fn load(path: &Path) -> Result<MemTree, SnapshotError> {
-    load_chain(path, &mut Vec::new(), &mut Budget::default())
+    load_with_bases(path).map(|(tree, _)| tree)
+}
+
+/// As [`load`], with the archives it read: `path`, then each base below it (canonical
+/// paths), for a copy of the tree that must know when any of them changes.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_with_bases(path: &Path) -> Result<(MemTree, Vec<PathBuf>), SnapshotError> {
+    let mut chain = Vec::new();
+    let tree = load_chain(path, &mut chain, &mut Budget::default())?;
+    Ok((tree, chain))
 }
 
 fn load_chain(
     path: &Path,
-    chain: &mut Vec<std::path::PathBuf>,
+    chain: &mut Vec<PathBuf>,
     budget: &mut Budget,
 ) -> Result<MemTree, SnapshotError> {
     let label = path.display().to_string();
@@ -568,6 +579,7 @@ fn read_tree(
     })?;
     let mut entries = Vec::with_capacity(items.len());
     let mut manifest = None;
+    let manifest_dir = OVERLAY_MANIFEST.rsplit_once('/').map(|(dir, _)| dir);
     for (mut p, e) in items {
         if !p.strip_prefix(&top).is_some_and(|r| r.starts_with('/')) {
             continue;
@@ -575,6 +587,9 @@ fn read_tree(
         p.drain(..top.len());
         match e {
             MemEntry::File(bytes) if p == OVERLAY_MANIFEST => manifest = Some(bytes),
+            // The manifest's directory is the archive's, not the machine's: it stays
+            // only where something else is under it.
+            MemEntry::Dir if Some(p.as_str()) == manifest_dir => {}
             MemEntry::Dir | MemEntry::Symlink(_) | MemEntry::Other if p == OVERLAY_MANIFEST => {
                 return Err(SnapshotError::NotASnapshot {
                     path: label.to_string(),
