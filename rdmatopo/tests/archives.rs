@@ -1,9 +1,10 @@
 //! Every fixture is stored as one archive, `fixtures/<name>/root.tar.gz` (pod and fault
 //! variants as overlays on their base). Most Rust tests read the archive; the golden and
-//! schema tests, the C and the Python tests read the directory that
-//! `fixtures/tools/unpack.py` makes of it. Both must be the same machine: the model
-//! (`inventory`) and the doctor's judgement, evidence paths included, agree on every
-//! fixture.
+//! schema tests read the directory `support::unpacked` writes of it, the C and Python
+//! tests the one `fixtures/tools/unpack.py` writes (either serves the other). Both forms
+//! must be the same machine: the model (`inventory`) and the doctor's judgement, evidence
+//! paths included, agree on every fixture; and the tree written is the one GNU tar
+//! unpacks (rdmatopo-py/tests/test_fixture_archives.py holds unpack.py's to the archive).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -71,4 +72,57 @@ fn archive_and_directory_are_the_same_machine() {
             );
         }
     });
+}
+
+/// Every entry under `dir`, by path: a file's bytes, a link's target, or a directory.
+fn on_disk(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let mut entries = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            let name = path.strip_prefix(dir).unwrap().display().to_string();
+            let kind = std::fs::symlink_metadata(&path).unwrap().file_type();
+            let what = if kind.is_symlink() {
+                format!("-> {}", std::fs::read_link(&path).unwrap().display())
+            } else if kind.is_dir() {
+                todo.push(path);
+                "dir".to_string()
+            } else {
+                assert!(kind.is_file(), "{}: not a file", path.display());
+                String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned()
+            };
+            entries.insert(name, what);
+        }
+    }
+    entries
+}
+
+/// The directory form the Rust tests write (`support::unpacked`) is the one GNU tar
+/// makes of the archive, entry for entry.
+#[test]
+fn the_written_tree_is_the_one_tar_unpacks() {
+    let archive = support::root("workstation-2gpu");
+    let scratch = tempfile::tempdir().unwrap();
+    let written = scratch.path().join("written");
+    support::write_tree(&rdmatopo::snapshot::load(&archive).unwrap(), &written);
+    let out = Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(scratch.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let by_tar = on_disk(&scratch.path().join("root"));
+    assert!(by_tar.len() > 1000, "{} entries", by_tar.len());
+    assert!(
+        by_tar.values().any(|v| v.starts_with("-> ")),
+        "no link in the fixture"
+    );
+    assert_eq!(on_disk(&written), by_tar);
 }

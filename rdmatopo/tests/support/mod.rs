@@ -3,8 +3,9 @@
 //! Each fixture is one archive, `fixtures/<name>/root.tar.gz` (an overlay on its base for
 //! pod and fault variants), and most tests read it directly, as `--root` does (in process
 //! through `open` and `discover`: each archive unpacked into memory once). The golden and
-//! schema tests run the command on its directory form (`unpacked`), as it reads a
-//! machine's `/sys`; tests/archives.rs holds the two forms to one answer.
+//! schema tests run the command on its directory form (`unpacked`, written from the
+//! archive by the crate's reader), as it reads a machine's `/sys`; tests/archives.rs
+//! holds the two forms to one answer.
 
 // A test cannot run without its fixtures: a missing one panics, naming the path.
 #![allow(clippy::panic)]
@@ -62,27 +63,98 @@ pub fn root(name: &str) -> PathBuf {
     archive
 }
 
-/// The directory form of fixture `dir` (`<dir>/root`), as `fixtures/tools/unpack.py`
-/// writes it for the C and Python tests; the script runs once per test program and
-/// replaces only what its archive no longer matches.
+/// The directory form of fixture `dir` (`<dir>/root`), as a machine's `/sys` is read.
+/// The first call writes every fixture's tree from its archive with the crate's own
+/// reader (`snapshot::load`), where the archives changed since the last write:
+/// `<dir>/.root.stamp` names the archive chain and its SHA-256, in the form
+/// `fixtures/tools/unpack.py` writes for the C and Python tests, so either's tree
+/// serves the other.
 pub fn unpacked(dir: &Path) -> PathBuf {
     static UNPACKED: OnceLock<()> = OnceLock::new();
     UNPACKED.get_or_init(|| {
-        let script = fixtures_dir().join("tools/unpack.py");
-        let out = std::process::Command::new("python3")
-            .arg(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("python3 {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "python3 {} failed:\n{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        par_map(&fixture_dirs(), |d| unpack(d));
     });
     let root = dir.join("root");
     assert!(root.is_dir(), "{}: not unpacked", root.display());
     root
+}
+
+/// Write `<dir>/root` from `<dir>/root.tar.gz` unless its stamp says it is current.
+fn unpack(dir: &Path) {
+    let root = dir.join("root");
+    let stamp = dir.join(".root.stamp");
+    if root.is_dir() && is_current(&stamp) {
+        return;
+    }
+    let archive = dir.join("root.tar.gz");
+    let (tree, chain) = rdmatopo::snapshot::load_with_bases(&archive)
+        .unwrap_or_else(|e| panic!("{}: {e}", archive.display()));
+    // Written beside its place and renamed into it: a reader never sees half a tree.
+    let tmp = dir.join(format!("root.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    write_tree(&tree, &tmp);
+    if root.exists() {
+        std::fs::remove_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    }
+    std::fs::rename(&tmp, &root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    let record = serde_json::json!({
+        "chain": chain.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "sha256": sha256_of(&chain),
+    });
+    std::fs::write(&stamp, format!("{record}\n"))
+        .unwrap_or_else(|e| panic!("{}: {e}", stamp.display()));
+}
+
+/// Whether the archives a stamp names still have the SHA-256 it recorded.
+fn is_current(stamp: &Path) -> bool {
+    let Some(record) = std::fs::read(stamp)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return false;
+    };
+    let Some(chain) = record["chain"].as_array() else {
+        return false;
+    };
+    let chain: Option<Vec<PathBuf>> = chain
+        .iter()
+        .map(|p| p.as_str().map(PathBuf::from))
+        .collect();
+    chain.is_some_and(|chain| {
+        chain.iter().all(|p| p.is_file()) && record["sha256"] == sha256_of(&chain)
+    })
+}
+
+/// SHA-256 over the bytes of each file in turn, in hex.
+fn sha256_of(files: &[PathBuf]) -> String {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for f in files {
+        digest.update(&std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())));
+    }
+    digest
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Create `tree` on disk at `to` (a directory that must not exist yet).
+pub fn write_tree(tree: &MemTree, to: &Path) {
+    use rdmatopo::sysfs::MemEntry;
+    for (path, entry) in tree.entries() {
+        let at = to.join(path.trim_start_matches('/'));
+        let written = match entry {
+            MemEntry::Dir => std::fs::create_dir(&at),
+            MemEntry::File(bytes) => std::fs::write(&at, bytes),
+            MemEntry::Symlink(target) => std::os::unix::fs::symlink(target, &at),
+            // An archive of plain files, directories and links is all a fixture holds.
+            MemEntry::Other | MemEntry::Unreadable(_) => {
+                panic!("{}: {path}: {entry:?} in a fixture", to.display())
+            }
+        };
+        written.unwrap_or_else(|e| panic!("{}: {e}", at.display()));
+    }
 }
 
 /// A reader of the archive `root`, as `rdmatopo::open_root` makes it; each archive is
