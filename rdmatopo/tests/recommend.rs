@@ -13,10 +13,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn fixture(name: &str) -> Option<PathBuf> {
-    Some(support::root(name))
-}
-
 fn fixtures() -> Vec<PathBuf> {
     support::fixture_roots()
 }
@@ -47,9 +43,7 @@ const SHOW: &[&str] = &[
 
 #[test]
 fn exec_sets_the_plan_and_keeps_what_the_user_set() {
-    let Some(root) = fixture("h100-dgx") else {
-        return;
-    };
+    let root = support::root("h100-dgx");
     let plan = rdmatopo::view::plan::Plan::compute(&support::discover(&root), &Default::default())
         .unwrap();
     let hca = plan.env["NCCL_IB_HCA"].clone();
@@ -90,9 +84,7 @@ fn exec_sets_the_plan_and_keeps_what_the_user_set() {
 
 #[test]
 fn exec_warns_of_nccl_variables_that_leave_the_rails_unused() {
-    let Some(root) = fixture("h100-dgx") else {
-        return;
-    };
+    let root = support::root("h100-dgx");
     let run = |extra: &[&str], env: &[(&str, &str)]| {
         let mut args = vec!["--local-rank", "0"];
         args.extend_from_slice(extra);
@@ -121,9 +113,7 @@ fn exec_warns_of_nccl_variables_that_leave_the_rails_unused() {
 
 #[test]
 fn exec_reports_a_missing_command() {
-    let Some(root) = fixture("no-devices") else {
-        return;
-    };
+    let root = support::root("no-devices");
     let (_, err, code) = exec(&root, &["--", "/nonexistent/rdmatopo-test-cmd"], &[]);
     assert_eq!(code, 127, "{err}");
     assert!(
